@@ -1,0 +1,52 @@
+# cnifault: CNI fault-injection conformance for container runtimes.
+#   make e2e [RUNTIME=containerd-1.6|containerd-2.4|/path/to/containerd/bin]
+#   make test
+# Both need root on Debian 12; `make deps` installs and builds what they use.
+
+RUNTIME ?= containerd-2.4
+GO      ?= go
+OUT     := $(CURDIR)/_output
+BIN     := $(OUT)/bin
+REPORT_DIR ?= $(OUT)/reports/$(notdir $(RUNTIME))
+# Ginkgo flags for the suite binary, e.g. GINKGO_FLAGS=-ginkgo.v
+GINKGO_FLAGS ?=
+
+# Packages whose tests run in `make test`; the CNI suite itself runs through
+# the self-validation, which executes the compiled suite binary.
+UNIT_PKGS = ./cniconf/... ./fixtures/... ./cmd/...
+
+.PHONY: all deps build e2e test unit selfvalidate vet clean
+
+all: build
+
+deps:
+	bash hack/deps.sh
+
+build: $(BIN)/cnifault-pause $(BIN)/cnifault.test
+
+$(BIN)/cnifault-pause: FORCE
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags=-s\ -w -o $@ ./cmd/cnifault-pause
+
+$(BIN)/cnifault.test: FORCE
+	$(GO) test -c -o $@ ./suites/cni
+
+# The suite binary is run directly by make (no shell in between), so that it
+# is make's child and learns of make's death (PR_SET_PDEATHSIG) to tear down.
+e2e: deps build
+	$(BIN)/cnifault.test --runtime $(RUNTIME) --report-dir $(REPORT_DIR) --work-dir $(OUT)/work --cni-plugin-dir $(OUT)/cni/bin --pause-binary $(BIN)/cnifault-pause $(GINKGO_FLAGS)
+
+test: deps build vet unit selfvalidate
+
+vet:
+	$(GO) vet ./...
+
+unit:
+	CNIFAULT_REQUIRE=1 $(GO) test -count=1 $(UNIT_PKGS)
+
+selfvalidate:
+	CNIFAULT_REQUIRE=1 CNIFAULT_SUITE_BINARY=$(BIN)/cnifault.test $(GO) test -count=1 -timeout 30m ./suites/selfvalidation
+
+clean:
+	rm -rf $(OUT)
+
+FORCE:

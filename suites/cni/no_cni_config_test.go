@@ -1,0 +1,30 @@
+package cni_test
+
+import (
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+)
+
+// The scenario that started the project: containerd before 1.6.37 and 2.0
+// aborted RunPodSandbox's deferred cleanup when the CNI teardown failed, so
+// "cni plugin not initialized" left a NotReady sandbox and its netns behind.
+var _ = Describe("RunPodSandbox", func() {
+	var sc *scenario
+
+	When("the CNI config dir is empty", Scenario("no-cni-config"), Label("fault:config"), func() {
+		BeforeEach(func(ctx SpecContext) {
+			sc = newScenario(ctx)
+			By("emptying the CNI config dir until the runtime reports NetworkReady=false")
+			sc.InstallNoNetwork(ctx)
+		}, NodeTimeout(scenarioSetupTimeout))
+
+		It("fails and leaves no sandbox and no network namespace", func(ctx SpecContext) {
+			By("running a pod sandbox")
+			_, err := sc.RunSandboxE(ctx)
+			contract.Expect(err).To(HaveOccurred(), "RunPodSandbox succeeded although no CNI config is loaded")
+
+			By("inventorying the instance right after the failed call")
+			contract.Expect(sc.Leaks(ctx)).To(BeClean())
+		}, SpecTimeout(scenarioTimeout))
+	})
+})

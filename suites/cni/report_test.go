@@ -1,0 +1,197 @@
+package cni_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	"github.com/onsi/ginkgo/v2/reporters"
+	"github.com/onsi/ginkgo/v2/types"
+
+	"github.com/cnifault/cnifault/fixtures/host"
+	"github.com/cnifault/cnifault/fixtures/report"
+)
+
+// Report entries carry results from specs to the suite report; they cross
+// parallel processes as JSON.
+const (
+	runtimeEntry  = "cnifault.runtime"
+	scenarioEntry = "cnifault.scenario"
+	verdictEntry  = "cnifault.verdict"
+)
+
+// record adds the scenario's result to the spec report, with diagnostics
+// when the spec did not pass. It runs after the spec, before restore.
+func (sc *scenario) record() {
+	res := report.Scenario{ID: sc.ID, Description: sc.Description, Error: sc.runErr}
+	for _, l := range sc.leaks {
+		res.Leaks = append(res.Leaks, report.Leak{Kind: l.Kind, ID: l.ID, Detail: l.Detail})
+	}
+	if CurrentSpecReport().Failed() && *flagReportDir != "" {
+		res.Artifacts = sc.collectDiagnostics()
+	}
+	AddReportEntry(scenarioEntry, res, ReportEntryVisibilityNever)
+}
+
+// collectDiagnostics writes what a reader needs to understand a fail or an
+// error: the runtime log since the scenario began, the conflist, the links,
+// the instance's mounts and both inventories.
+func (sc *scenario) collectDiagnostics() string {
+	rel := filepath.Join("artifacts", sc.ID)
+	dir := filepath.Join(*flagReportDir, rel)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return ""
+	}
+	write := func(name string, content []byte) {
+		_ = os.WriteFile(filepath.Join(dir, name), content, 0o644)
+	}
+	write("runtime.log", []byte(runtime.LogSince(sc.logOffset)))
+	if sc.conflist != nil {
+		write(confFile, sc.conflist)
+	}
+	links, _ := exec.Command("ip", "-d", "link", "show").CombinedOutput()
+	write("ip-link.txt", links)
+	var lines []string
+	if ms, err := host.MountsUnder(runtime.StateDir(), runtime.WorkDir()); err == nil {
+		for _, m := range ms {
+			lines = append(lines, m.Line)
+		}
+	}
+	write("mountinfo.txt", []byte(strings.Join(lines, "\n")+"\n"))
+	for name, snap := range map[string]any{"inventory-before.json": sc.baseline, "inventory-after.json": sc.after} {
+		raw, _ := json.MarshalIndent(snap, "", "  ")
+		write(name, raw)
+	}
+	return rel
+}
+
+var _ = ReportAfterSuite("cnifault report", func(r Report) {
+	rep := buildReport(r)
+	exitCode = rep.ExitCode()
+	out := os.Stdout
+	fmt.Fprintf(out, "\ncnifault: %s %s (%s)\n", rep.Runtime.Managed, rep.Runtime.Version, rep.Runtime.Endpoint)
+	if rep.HarnessError != "" {
+		fmt.Fprintf(out, "HARNESS ERROR: %s\n", rep.HarnessError)
+	}
+	for _, s := range rep.Scenarios {
+		fmt.Fprintln(out, s.Line())
+	}
+	fmt.Fprintf(out, "total %.1fs, exit status %d\n", rep.DurationSeconds, exitCode)
+	if *flagReportDir == "" {
+		return
+	}
+	dir := absPath(*flagReportDir)
+	path, err := rep.Write(dir)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "writing report: %v\n", err)
+		exitCode = report.ExitHarness
+		return
+	}
+	junit := filepath.Join(dir, "junit.xml")
+	if err := reporters.GenerateJUnitReport(r, junit); err != nil {
+		fmt.Fprintf(os.Stderr, "writing junit: %v\n", err)
+		exitCode = report.ExitHarness
+	}
+	fmt.Fprintf(out, "report: %s\njunit:  %s\n", path, junit)
+})
+
+// buildReport turns Ginkgo's suite report into report.json.
+func buildReport(r Report) *report.Report {
+	rep := &report.Report{
+		Schema:          report.Schema,
+		StartedAt:       r.StartTime.UTC().Format(time.RFC3339),
+		DurationSeconds: r.RunTime.Seconds(),
+	}
+	var harness []string
+	for _, s := range r.SpecReports {
+		if s.LeafNodeType.Is(types.NodeTypeBeforeSuite | types.NodeTypeSynchronizedBeforeSuite) {
+			decodeEntry(s, runtimeEntry, &rep.Runtime)
+		}
+		if s.LeafNodeType.Is(types.NodeTypesForSuiteLevelNodes) && s.State.Is(types.SpecStateFailureStates) {
+			harness = append(harness, fmt.Sprintf("%s: %s", s.LeafNodeType, s.Failure.Message))
+		}
+	}
+	rep.HarnessError = strings.Join(harness, "; ")
+	for _, s := range r.SpecReports {
+		if s.LeafNodeType != types.NodeTypeIt {
+			continue
+		}
+		res := report.Scenario{}
+		decodeEntry(s, scenarioEntry, &res)
+		if res.ID == "" {
+			res.ID = labelID(s.Labels())
+			res.Description = s.LeafNodeText
+		}
+		res.DurationSeconds = s.RunTime.Seconds()
+		res.Verdict = verdict(s, rep.HarnessError)
+		if res.Verdict == report.Fail || res.Verdict == report.Error {
+			res.Failure = failureText(s)
+			if res.Failure == "" {
+				res.Failure = rep.HarnessError
+			}
+		}
+		rep.Scenarios = append(rep.Scenarios, res)
+	}
+	return rep
+}
+
+// verdict classifies a spec: only a failure raised through contract is a
+// fail; every other failure, timeout or interruption is an error.
+func verdict(s types.SpecReport, harnessError string) string {
+	switch {
+	case s.State.Is(types.SpecStatePassed):
+		return report.Pass
+	case s.State.Is(types.SpecStateSkipped | types.SpecStatePending):
+		if harnessError != "" {
+			return report.Error
+		}
+		return report.Skipped
+	}
+	var v string
+	decodeEntry(s, verdictEntry, &v)
+	if v == report.Fail {
+		return report.Fail
+	}
+	return report.Error
+}
+
+func failureText(s types.SpecReport) string {
+	if s.Failure.Message == "" {
+		return ""
+	}
+	return fmt.Sprintf("%s [%s at %s]", s.Failure.Message, s.Failure.FailureNodeType, s.Failure.Location)
+}
+
+// decodeEntry reads the first entry called name into v.
+func decodeEntry(s types.SpecReport, name string, v any) bool {
+	for _, e := range s.ReportEntries {
+		if e.Name != name {
+			continue
+		}
+		// In the process that added it the entry holds the Go value; across
+		// parallel processes it arrives as JSON.
+		raw := []byte(e.Value.AsJSON)
+		if v := e.Value.GetRawValue(); v != nil {
+			var err error
+			if raw, err = json.Marshal(v); err != nil {
+				return false
+			}
+		}
+		return json.Unmarshal(raw, v) == nil
+	}
+	return false
+}
+
+func labelID(labels []string) string {
+	for _, l := range labels {
+		if id, ok := strings.CutPrefix(l, scenarioLabelPrefix); ok {
+			return id
+		}
+	}
+	return ""
+}

@@ -1,0 +1,243 @@
+package cni_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cnifault/cnifault/cniconf"
+	"github.com/cnifault/cnifault/fixtures/host"
+	"github.com/cnifault/cnifault/fixtures/inspect"
+)
+
+// Timeouts of scenario nodes and the calls inside them.
+const (
+	// scenarioSetupTimeout bounds a scenario's setup: baseline, config install.
+	scenarioSetupTimeout = 45 * time.Second
+	// scenarioTimeout bounds one scenario's It.
+	scenarioTimeout = 2 * time.Minute
+	// scenarioRestoreTimeout bounds returning the instance to a clean state.
+	scenarioRestoreTimeout = 60 * time.Second
+	// networkSettleTimeout is how long a runtime may take to pick up a
+	// change in its CNI config dir.
+	networkSettleTimeout = 20 * time.Second
+	// criCallTimeout is the client deadline of one CRI call, as kubelet's
+	// runtime-request-timeout would be.
+	criCallTimeout = 30 * time.Second
+	pollInterval   = 100 * time.Millisecond
+)
+
+// confFile is the one file the harness writes into the conf dir.
+const confFile = "10-cnifault.conflist"
+
+// scenario is one scenario's state on the runtime under test.
+type scenario struct {
+	ID          string
+	Description string
+	// Network names this scenario's bridge, subnet and IPAM dir.
+	Network cniconf.Network
+	seq     int
+	// conflist is what was installed, for diagnostics.
+	conflist  []byte
+	logOffset int64
+	baseline  inspect.Snapshot
+	after     inspect.Snapshot
+	// RunPodSandbox's error and the leaks found, for the report.
+	runErr string
+	leaks  []inspect.Resource
+}
+
+var scenarioSeq int
+
+// newScenario prepares a scenario for the current spec: its id comes from
+// the spec's scenario label. It snapshots the instance as the baseline and
+// registers the restore and reporting that follow the spec.
+func newScenario(ctx SpecContext) *scenario {
+	GinkgoHelper()
+	scenarioSeq++
+	id := currentScenarioID()
+	Expect(id).NotTo(BeEmpty(), "spec %q has no scenario label", CurrentSpecReport().FullText())
+	texts := CurrentSpecReport().ContainerHierarchyTexts
+	sc := &scenario{
+		ID:          id,
+		Description: strings.TrimPrefix(texts[len(texts)-1], "when "),
+		seq:         scenarioSeq,
+		logOffset:   runtime.LogSize(),
+	}
+	sc.Network = cniconf.Network{
+		Name:        fmt.Sprintf("cnifault-%s-%d", id, sc.seq),
+		Bridge:      fmt.Sprintf("cnf%d-%s", GinkgoParallelProcess(), runID),
+		Subnet:      fmt.Sprintf("10.250.%d.0/24", GinkgoParallelProcess()%250),
+		IPAMDataDir: filepath.Join(runtime.WorkDir(), "ipam", fmt.Sprintf("%d-%s", sc.seq, id)),
+	}
+	Expect(os.MkdirAll(sc.Network.IPAMDataDir, 0o755)).To(Succeed())
+	runtime.OwnLink(sc.Network.Bridge)
+	DeferCleanup(sc.restore, NodeTimeout(scenarioRestoreTimeout))
+	DeferCleanup(sc.record)
+
+	var err error
+	sc.baseline, err = inspect.Take(ctx, sc.target())
+	Expect(err).NotTo(HaveOccurred(), "taking the baseline inventory")
+	return sc
+}
+
+// target is where the instance keeps what a leak check counts.
+func (sc *scenario) target() inspect.Target {
+	return inspect.Target{
+		CRI:        runtime.CRI,
+		NetNSDirs:  runtime.NetNSDirs(),
+		MountRoots: []string{runtime.StateDir()},
+		IPAMDirs:   []string{sc.Network.IPAMDataDir},
+	}
+}
+
+// InstallNetwork writes the list as the only config and waits until the
+// runtime reports NetworkReady with exactly this network loaded.
+func (sc *scenario) InstallNetwork(ctx SpecContext, l cniconf.NetworkList) {
+	GinkgoHelper()
+	raw, err := l.Bytes()
+	Expect(err).NotTo(HaveOccurred())
+	sc.conflist = raw
+	dir := cniconf.ConfDir(runtime.CNIConfDir())
+	Expect(dir.Clear()).To(Succeed())
+	Expect(dir.WriteList(confFile, l)).To(Succeed())
+	Eventually(func(g Gomega) {
+		st, err := runtime.CRI.Network(ctx)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(st.Ready).To(BeTrue(), "NetworkReady is false: %s %s (last load: %s)", st.Reason, st.Message, st.LastLoad)
+		g.Expect(st.HoldsNetwork(l.Name)).To(BeTrue(), "the runtime holds another CNI config: %s", st.CNIConfig)
+	}).WithContext(ctx).WithTimeout(networkSettleTimeout).WithPolling(pollInterval).Should(Succeed(),
+		"the runtime did not load network %q", l.Name)
+}
+
+// InstallNoNetwork empties the conf dir and waits until the runtime reports
+// NetworkReady=false.
+func (sc *scenario) InstallNoNetwork(ctx SpecContext) {
+	GinkgoHelper()
+	sc.conflist = nil
+	Expect(cniconf.ConfDir(runtime.CNIConfDir()).Clear()).To(Succeed())
+	Eventually(func(g Gomega) {
+		st, err := runtime.CRI.Network(ctx)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(st.Ready).To(BeFalse(), "the runtime still reports NetworkReady with %s", st.CNIConfig)
+	}).WithContext(ctx).WithTimeout(networkSettleTimeout).WithPolling(pollInterval).Should(Succeed(),
+		"the runtime did not drop its CNI config")
+}
+
+// PodConfig is the scenario's pod: named and labelled so every sandbox on
+// the node can be traced to its run and scenario.
+func (sc *scenario) PodConfig() *runtimeapi.PodSandboxConfig {
+	return &runtimeapi.PodSandboxConfig{
+		Metadata: &runtimeapi.PodSandboxMetadata{
+			Name:      sc.ID,
+			Namespace: "cnifault-" + runID,
+			Uid:       fmt.Sprintf("cnifault-%s-%d-%s", runID, sc.seq, sc.ID),
+		},
+		Hostname: sc.ID,
+		Labels: map[string]string{
+			"cnifault.io/run-id":   runID,
+			"cnifault.io/scenario": sc.ID,
+		},
+		Linux: &runtimeapi.LinuxPodSandboxConfig{CgroupParent: runtime.CgroupParent()},
+	}
+}
+
+// RunSandboxE runs the scenario's pod and returns the runtime's error. A
+// sandbox that did start is stopped and removed after the spec.
+func (sc *scenario) RunSandboxE(ctx SpecContext) (string, error) {
+	cctx, cancel := context.WithTimeout(ctx, criCallTimeout)
+	defer cancel()
+	id, err := runtime.CRI.RunPodSandbox(cctx, sc.PodConfig())
+	if err != nil {
+		sc.runErr = err.Error()
+		return "", err
+	}
+	DeferCleanup(func(ctx SpecContext) {
+		_ = runtime.CRI.StopPodSandbox(ctx, id)
+		_ = runtime.CRI.RemovePodSandbox(ctx, id)
+	}, NodeTimeout(2*criCallTimeout))
+	return id, nil
+}
+
+// RunSandbox runs the scenario's pod and asserts that it started.
+func (sc *scenario) RunSandbox(ctx SpecContext) string {
+	GinkgoHelper()
+	id, err := sc.RunSandboxE(ctx)
+	Expect(err).NotTo(HaveOccurred(), "RunPodSandbox")
+	return id
+}
+
+// Leaks inventories the instance and returns what is there now that was
+// not there before the scenario began.
+func (sc *scenario) Leaks(ctx SpecContext) leakReport {
+	GinkgoHelper()
+	var err error
+	sc.after, err = inspect.Take(ctx, sc.target())
+	Expect(err).NotTo(HaveOccurred(), "taking the inventory")
+	sc.leaks = inspect.Diff(sc.baseline, sc.after)
+	return leakReport{Scenario: sc.ID, Leaks: sc.leaks}
+}
+
+// restore returns the instance to a clean state for the next scenario, the
+// way an operator would: restore a working network so that a sandbox stuck
+// on broken CNI can be stopped, remove every sandbox, then clear what the
+// runtime could not. It reports problems but never fails the spec: the
+// verdict was decided before it ran.
+func (sc *scenario) restore(ctx SpecContext) {
+	healthy := cniconf.BridgeList(sc.Network)
+	healthy.Name = sc.Network.Name + "-restore"
+	dir := cniconf.ConfDir(runtime.CNIConfDir())
+	if err := dir.Clear(); err == nil {
+		_ = dir.WriteList(confFile, healthy)
+	}
+	Eventually(func(g Gomega) {
+		st, err := runtime.CRI.Network(ctx)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(st.HoldsNetwork(healthy.Name)).To(BeTrue())
+	}).WithContext(ctx).WithTimeout(networkSettleTimeout).WithPolling(pollInterval).Should(Succeed())
+	pods, err := runtime.CRI.ListPodSandboxes(ctx)
+	if err == nil {
+		for _, p := range pods {
+			if err := runtime.CRI.StopPodSandbox(ctx, p.GetId()); err != nil {
+				GinkgoWriter.Printf("restore: stop %s: %v\n", p.GetId(), err)
+			}
+			if err := runtime.CRI.RemovePodSandbox(ctx, p.GetId()); err != nil {
+				GinkgoWriter.Printf("restore: remove %s: %v\n", p.GetId(), err)
+			}
+		}
+	}
+	if detached, err := host.UnmountUnder(runtime.NetNSDirs()...); err != nil || len(detached) > 0 {
+		GinkgoWriter.Printf("restore: detached leaked netns mounts %v (%v)\n", detached, err)
+	}
+	for _, d := range runtime.NetNSDirs() {
+		entries, _ := os.ReadDir(d)
+		for _, e := range entries {
+			_ = os.Remove(filepath.Join(d, e.Name()))
+		}
+	}
+	_ = os.RemoveAll(sc.Network.IPAMDataDir)
+	_ = dir.Clear()
+}
+
+// currentScenarioID reads the "scenario:<id>" label of the running spec.
+func currentScenarioID() string {
+	for _, l := range CurrentSpecReport().Labels() {
+		if id, ok := strings.CutPrefix(l, scenarioLabelPrefix); ok {
+			return id
+		}
+	}
+	return ""
+}
+
+// scenarioLabelPrefix marks the label carrying a spec's stable scenario id.
+const scenarioLabelPrefix = "scenario:"
+
+// Scenario labels a spec with its stable scenario id.
+func Scenario(id string) Labels { return Label(scenarioLabelPrefix + id) }

@@ -1,0 +1,125 @@
+// Package cni_test is the CNI fault conformance suite: every failed
+// RunPodSandbox must leave zero sandboxes, zero network namespaces and no
+// other leaked resource.
+//
+// Run it through `make e2e` or the compiled binary; the flags below are its
+// interface.
+package cni_test
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"golang.org/x/sys/unix"
+
+	"github.com/cnifault/cnifault/fixtures/containerd"
+	"github.com/cnifault/cnifault/fixtures/report"
+)
+
+// Timeouts of suite-level nodes.
+const (
+	runtimeStartTimeout    = containerd.StartTimeout + 30*time.Second
+	runtimeTeardownTimeout = containerd.TeardownTimeout + 3*containerd.StopGrace
+)
+
+var (
+	flagRuntime      = flag.String("runtime", containerd.Default, "managed runtime ("+containerd.Containerd16+", "+containerd.Containerd24+") or a dir holding a containerd build")
+	flagReportDir    = flag.String("report-dir", "", "write junit.xml, report.json and artifacts here")
+	flagWorkDir      = flag.String("work-dir", "_output/work", "instance work dirs (runtime root, logs, CNI dirs) go under here")
+	flagStateRoot    = flag.String("state-root", "/run/cnifault", "instance state dirs (sockets, netns mounts) go under here; keep it short")
+	flagCacheDir     = flag.String("cache-dir", containerd.DefaultCacheDir(), "where hack/deps.sh caches built runtimes")
+	flagCNIPluginDir = flag.String("cni-plugin-dir", "_output/cni/bin", "reference CNI plugins built by hack/deps.sh")
+	flagPauseBinary  = flag.String("pause-binary", "_output/bin/cnifault-pause", "static pause binary for the sandbox image")
+)
+
+// runtime is the instance under test in this process; runID is shared by
+// every name this run creates on the node.
+var (
+	runtime *containerd.Instance
+	runID   string
+	// exitCode is decided by the report, not by Ginkgo's pass/fail.
+	exitCode = report.ExitHarness
+)
+
+func init() {
+	// `make e2e` sent SIGTERM dies without passing it on: ask the kernel to
+	// deliver it to us instead, so Ginkgo's interrupt handling tears the
+	// runtime down. init runs on the main thread, which the setting needs.
+	_ = unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGTERM), 0, 0, 0)
+}
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	m.Run()
+	os.Exit(exitCode)
+}
+
+func TestCNIFault(t *testing.T) {
+	RegisterFailHandler(Fail)
+	suite, reporter := GinkgoConfiguration()
+	if suite.Timeout == time.Hour { // Ginkgo's default: far too long for a CI gate
+		suite.Timeout = 20 * time.Minute
+	}
+	RunSpecs(t, "cnifault", suite, reporter)
+}
+
+var _ = BeforeSuite(func(ctx SpecContext) {
+	Expect(os.Geteuid()).To(BeZero(), "cnifault runs containerd, mounts netns and creates links: run it as root")
+	runID = newRunID()
+
+	By("bringing up " + *flagRuntime)
+	binDir, name, err := containerd.ResolveBinDir(*flagRuntime, *flagCacheDir)
+	Expect(err).NotTo(HaveOccurred())
+	instance := fmt.Sprintf("%s-p%d", runID, GinkgoParallelProcess())
+	runtime, err = containerd.Start(ctx, containerd.Options{
+		Name:         name,
+		BinDir:       binDir,
+		WorkDir:      absPath(filepath.Join(*flagWorkDir, name+"-"+instance)),
+		StateDir:     filepath.Join(*flagStateRoot, instance),
+		CNIPluginDir: absPath(*flagCNIPluginDir),
+		PauseBinary:  absPath(*flagPauseBinary),
+		Log:          GinkgoWriter,
+	})
+	Expect(err).NotTo(HaveOccurred(), "bringing up %s", name)
+	DeferCleanup(func(ctx SpecContext) {
+		Expect(runtime.Teardown(ctx)).To(Succeed())
+		// The state root and work dir are shared by parallel processes and
+		// runs: remove them only once empty.
+		_ = os.Remove(*flagStateRoot)
+		_ = os.Remove(absPath(*flagWorkDir))
+	}, NodeTimeout(runtimeTeardownTimeout))
+
+	v, err := runtime.CRI.Version(ctx)
+	Expect(err).NotTo(HaveOccurred())
+	AddReportEntry(runtimeEntry, report.Runtime{
+		Name:          v.GetRuntimeName(),
+		Version:       v.GetRuntimeVersion(),
+		CRIVersion:    v.GetRuntimeApiVersion(),
+		Endpoint:      runtime.Endpoint(),
+		Managed:       name,
+		BinaryDir:     binDir,
+		ConfigVersion: runtime.ConfigVersion,
+	}, ReportEntryVisibilityNever)
+}, NodeTimeout(runtimeStartTimeout))
+
+func newRunID() string {
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func absPath(p string) string {
+	a, err := filepath.Abs(p)
+	if err != nil {
+		return p
+	}
+	return a
+}

@@ -1,0 +1,95 @@
+package selfvalidation_test
+
+import (
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"github.com/vishvananda/netlink"
+
+	"github.com/cnifault/cnifault/fixtures/host"
+)
+
+// interruptTimeout bounds an interrupted run's teardown.
+const interruptTimeout = 90 * time.Second
+
+// startedRuntime waits until a suite run has a live containerd in workDir.
+func startedRuntime(workDir string) func(g Gomega) {
+	return func(g Gomega) {
+		pidFiles, _ := filepath.Glob(filepath.Join(workDir, "*", "containerd.pid"))
+		g.Expect(pidFiles).To(HaveLen(1))
+		pid, err := host.ReadPidFile(pidFiles[0])
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(host.Alive(pid)).To(BeTrue())
+	}
+}
+
+var _ = Describe("An interrupted run", Label("interrupt"), Serial, func() {
+	var before *nodeState
+	var workDir, reportDir string
+
+	BeforeEach(func() {
+		before = takeNodeState()
+		workDir = filepath.Join(repoRoot, "_output", "work-interrupt")
+		reportDir = filepath.Join(repoRoot, "_output", "reports", "interrupt")
+	})
+
+	When("the harness gets SIGTERM while the runtime is up", func() {
+		It("tears the runtime down and leaves nothing", func(ctx SpecContext) {
+			cmd := suiteCommand(ctx, "containerd-2.4", reportDir, workDir)
+			Expect(cmd.Start()).To(Succeed())
+			DeferCleanup(func() { _ = cmd.Process.Kill() })
+
+			By("waiting for the managed containerd to come up")
+			Eventually(startedRuntime(workDir)).WithContext(ctx).WithTimeout(time.Minute).WithPolling(20 * time.Millisecond).Should(Succeed())
+
+			By("sending SIGTERM to the harness")
+			Expect(cmd.Process.Signal(syscall.SIGTERM)).To(Succeed())
+			err := cmd.Wait()
+			Expect(err).To(HaveOccurred(), "an interrupted run must not exit 0")
+
+			By("inspecting the node")
+			Expect(takeNodeState()).To(matchNodeState(before))
+		}, SpecTimeout(interruptTimeout))
+	})
+
+	When("the process that started the harness dies (make killed by SIGTERM)", func() {
+		It("tears the runtime down and leaves nothing", func(ctx SpecContext) {
+			// sh stands in for make: it forks the harness and is then killed.
+			cmd := suiteCommand(ctx, "containerd-2.4", reportDir, workDir)
+			parent := exec.CommandContext(ctx, "sh", "-c", `"$@"; exit $?`, "sh")
+			parent.Args = append(parent.Args, cmd.Args...)
+			parent.Dir = cmd.Dir
+			Expect(parent.Start()).To(Succeed())
+
+			By("waiting for the managed containerd to come up")
+			Eventually(startedRuntime(workDir)).WithContext(ctx).WithTimeout(time.Minute).WithPolling(20 * time.Millisecond).Should(Succeed())
+
+			By("killing the harness's parent")
+			Expect(parent.Process.Kill()).To(Succeed())
+			_ = parent.Wait()
+
+			By("waiting for the orphaned harness to finish its teardown")
+			Eventually(func(g Gomega) {
+				g.Expect(takeNodeState()).To(matchNodeState(before))
+			}).WithContext(ctx).WithTimeout(interruptTimeout - 10*time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
+		}, SpecTimeout(interruptTimeout))
+	})
+})
+
+var _ = Describe("The residue check", func() {
+	It("sees a link left on the node, and a clean node as clean", func() {
+		before := takeNodeState()
+		Expect(takeNodeState()).To(matchNodeState(before))
+
+		link := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "cnfresidue0"}, PeerName: "cnfresidue1"}
+		Expect(netlink.LinkAdd(link)).To(Succeed())
+		DeferCleanup(func() { _ = netlink.LinkDel(link) })
+		m := matchNodeState(before)
+		Expect(m.Match(takeNodeState())).To(BeFalse())
+		Expect(m.FailureMessage(nil)).To(ContainSubstring("link cnfresidue0"))
+	})
+})
