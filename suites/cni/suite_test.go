@@ -91,10 +91,6 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	Expect(err).NotTo(HaveOccurred(), "bringing up %s", name)
 	DeferCleanup(func(ctx SpecContext) {
 		Expect(runtime.Teardown(ctx)).To(Succeed())
-		// The state root and work dir are shared by parallel processes and
-		// runs: remove them only once empty.
-		_ = os.Remove(*flagStateRoot)
-		_ = os.Remove(absPath(*flagWorkDir))
 	}, NodeTimeout(runtimeTeardownTimeout))
 
 	v, err := runtime.CRI.Version(ctx)
