@@ -14,6 +14,7 @@ import (
 	"github.com/onsi/ginkgo/v2/types"
 
 	"github.com/cnifault/cnifault/fixtures/host"
+	"github.com/cnifault/cnifault/fixtures/inspect"
 	"github.com/cnifault/cnifault/fixtures/report"
 )
 
@@ -28,10 +29,9 @@ const (
 // record adds the scenario's result to the spec report, with diagnostics
 // when the spec did not pass. It runs after the spec, before restore.
 func (sc *scenario) record() {
-	res := report.Scenario{ID: sc.ID, Description: sc.Description, Error: sc.runErr}
-	for _, l := range sc.leaks {
-		res.Leaks = append(res.Leaks, report.Leak{Kind: l.Kind, ID: l.ID, Detail: l.Detail})
-	}
+	res := report.Scenario{ID: sc.ID, Description: sc.Description, Error: sc.runErr,
+		Leaks: reportLeaks(sc.leaks), Reclaim: sc.reclaimState, ReclaimLeaks: reportLeaks(sc.reclaimLeaks),
+		ReclaimError: sc.reclaimErr}
 	if CurrentSpecReport().Failed() && *flagReportDir != "" {
 		res.Artifacts = sc.collectDiagnostics()
 	}
@@ -63,11 +63,20 @@ func (sc *scenario) collectDiagnostics() string {
 		}
 	}
 	write("mountinfo.txt", []byte(strings.Join(lines, "\n")+"\n"))
-	for name, snap := range map[string]any{"inventory-before.json": sc.baseline, "inventory-after.json": sc.after} {
+	for name, snap := range map[string]any{"inventory-before.json": sc.baseline, "inventory-after.json": sc.after,
+		"inventory-after-reclaim.json": sc.afterReclaim} {
 		raw, _ := json.MarshalIndent(snap, "", "  ")
 		write(name, raw)
 	}
 	return rel
+}
+
+func reportLeaks(rs []inspect.Resource) []report.Leak {
+	var out []report.Leak
+	for _, l := range rs {
+		out = append(out, report.Leak{Kind: l.Kind, ID: l.ID, Detail: l.Detail, Owner: l.Owner})
+	}
+	return out
 }
 
 var _ = ReportAfterSuite("cnifault report", func(r Report) {

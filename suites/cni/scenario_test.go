@@ -50,8 +50,14 @@ type scenario struct {
 	baseline  inspect.Snapshot
 	after     inspect.Snapshot
 	// RunPodSandbox's error and the leaks found, for the report.
-	runErr string
-	leaks  []inspect.Resource
+	runErr    string
+	leaks     []inspect.Resource
+	inspected bool
+	// The reclaim's outcome.
+	reclaimState string
+	reclaimLeaks []inspect.Resource
+	reclaimErr   string
+	afterReclaim inspect.Snapshot
 }
 
 var scenarioSeq int
@@ -79,8 +85,11 @@ func newScenario(ctx SpecContext) *scenario {
 	}
 	Expect(os.MkdirAll(sc.Network.IPAMDataDir, 0o755)).To(Succeed())
 	runtime.OwnLink(sc.Network.Bridge)
+	// Cleanup runs last-registered first: reclaim (with the fault still in
+	// place), then record the result, then restore the instance.
 	DeferCleanup(sc.restore, NodeTimeout(scenarioRestoreTimeout))
 	DeferCleanup(sc.record)
+	DeferCleanup(sc.reclaim, NodeTimeout(reclaimTimeout))
 
 	var err error
 	sc.baseline, err = inspect.Take(ctx, sc.target())
@@ -182,6 +191,7 @@ func (sc *scenario) Leaks(ctx SpecContext) leakReport {
 	sc.after, err = inspect.Take(ctx, sc.target())
 	Expect(err).NotTo(HaveOccurred(), "taking the inventory")
 	sc.leaks = inspect.Diff(sc.baseline, sc.after)
+	sc.inspected = true
 	return leakReport{Scenario: sc.ID, Leaks: sc.leaks}
 }
 

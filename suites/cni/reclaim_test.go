@@ -1,0 +1,79 @@
+package cni_test
+
+import (
+	"errors"
+	"slices"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/cnifault/cnifault/fixtures/inspect"
+	"github.com/cnifault/cnifault/fixtures/report"
+)
+
+// Reclaim timing: kubelet retries a failed Stop/Remove on every sync; the
+// harness gives it a few attempts within reclaimWindow.
+const (
+	reclaimWindow   = 3 * time.Second
+	reclaimInterval = time.Second
+	// reclaimTimeout bounds the whole reclaim node.
+	reclaimTimeout = reclaimWindow + 2*criCallTimeout
+)
+
+// reclaim acts as kubelet does after a failed RunPodSandbox: it stops and
+// removes every sandbox the scenario left, with the fault still in place,
+// and inventories again. Its outcome is the report's second fact; it never
+// changes the verdict, which the strict check already decided.
+func (sc *scenario) reclaim(ctx SpecContext) {
+	if !sc.inspected {
+		return // the strict check never ran: nothing to reclaim against
+	}
+	if len(sc.leaks) == 0 {
+		sc.reclaimState = report.ReclaimNotNeeded
+		return
+	}
+	var lastErr error
+	quiet := NewGomega(func(string, ...int) {})
+	cleared := quiet.Eventually(func(g Gomega) {
+		lastErr = sc.stopAndRemoveLeftovers(ctx)
+		after, err := inspect.Take(ctx, sc.target())
+		g.Expect(err).NotTo(HaveOccurred())
+		sc.afterReclaim = after
+		sc.reclaimLeaks = inspect.Diff(sc.baseline, after)
+		g.Expect(sc.reclaimLeaks).To(BeEmpty())
+	}).WithContext(ctx).WithTimeout(reclaimWindow).WithPolling(reclaimInterval).Should(Succeed())
+	switch {
+	case cleared:
+		sc.reclaimState = report.ReclaimReclaimed
+	default:
+		sc.reclaimState = report.ReclaimStuck
+		if lastErr != nil {
+			sc.reclaimErr = lastErr.Error()
+		}
+	}
+}
+
+// stopAndRemoveLeftovers stops and removes the sandboxes that were not there
+// before the scenario, and returns the runtime's errors.
+func (sc *scenario) stopAndRemoveLeftovers(ctx SpecContext) error {
+	pods, err := runtime.CRI.ListPodSandboxes(ctx)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, p := range pods {
+		if slices.ContainsFunc(sc.baseline.Resources, func(r inspect.Resource) bool {
+			return r.Kind == inspect.KindSandbox && r.ID == p.GetId()
+		}) {
+			continue
+		}
+		if err := runtime.CRI.StopPodSandbox(ctx, p.GetId()); err != nil {
+			errs = append(errs, err)
+		}
+		if err := runtime.CRI.RemovePodSandbox(ctx, p.GetId()); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
