@@ -69,7 +69,7 @@ func suiteCommand(ctx context.Context, runtime, reportDir, workDir string, extra
 // runSuite runs the CNI suite on a managed runtime and reads its report.
 func runSuite(ctx context.Context, runtime string) run {
 	GinkgoHelper()
-	reportDir := filepath.Join(repoRoot, "_output", "reports", runtime)
+	reportDir := reportDirOf(runtime)
 	Expect(os.RemoveAll(reportDir)).To(Succeed())
 	cmd := suiteCommand(ctx, runtime, reportDir, filepath.Join(repoRoot, "_output", "work"))
 	out, err := cmd.CombinedOutput()
@@ -84,4 +84,8 @@ func runSuite(ctx context.Context, runtime string) run {
 	r.Report, err = report.Read(filepath.Join(reportDir, "report.json"))
 	Expect(err).NotTo(HaveOccurred(), "the suite wrote no readable report:\n%s", out)
 	return r
+}
+
+func reportDirOf(runtime string) string {
+	return filepath.Join(repoRoot, "_output", "reports", runtime)
 }

@@ -1,6 +1,8 @@
 package selfvalidation_test
 
 import (
+	"path/filepath"
+
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
@@ -16,9 +18,11 @@ func haveVerdict(r run, id, want string) {
 	Expect(s.Verdict).To(Equal(want), "scenario %s: %+v\nsuite output:\n%s", id, *s, r.Output)
 }
 
-func leakKinds(s *report.Scenario) []string {
+func leakKinds(s *report.Scenario) []string { return kindsOf(s.Leaks) }
+
+func kindsOf(leaks []report.Leak) []string {
 	var kinds []string
-	for _, l := range s.Leaks {
+	for _, l := range leaks {
 		kinds = append(kinds, l.Kind)
 	}
 	return kinds
@@ -57,6 +61,18 @@ var _ = Describe("cnifault", Ordered, func() {
 			}
 			Expect(s.Artifacts).NotTo(BeEmpty(), "a failed scenario must come with diagnostics")
 		})
+		// containerd issue 8774: while CNI stays broken, 1.6.20's
+		// StopPodSandbox fails on the CNI teardown, so kubelet cannot remove
+		// the sandbox either (internal/cri/server/sandbox_stop.go
+		// stopPodSandbox returns the teardownPodNetwork error).
+		It("reports no-cni-config's leaks as stuck, with the runtime's error", func() {
+			s := r.Report.Scenario("no-cni-config")
+			Expect(s.Reclaim).To(Equal(report.ReclaimStuck))
+			Expect(kindsOf(s.ReclaimLeaks)).To(ContainElements("sandbox", "netns"))
+			Expect(s.ReclaimError).To(ContainSubstring("cni plugin not initialized"))
+			Expect(filepath.Join(reportDirOf("containerd-1.6"), s.Artifacts, "runtime.log")).To(BeAnExistingFile())
+			Expect(filepath.Join(reportDirOf("containerd-1.6"), s.Artifacts, "inventory-after.json")).To(BeAnExistingFile())
+		})
 		It("passes healthy-network", func() { haveVerdict(r, "healthy-network", report.Pass) })
 		It("exits 1 because a scenario failed", func() { Expect(r.ExitCode).To(Equal(report.ExitFail)) })
 	})
@@ -75,6 +91,7 @@ var _ = Describe("cnifault", Ordered, func() {
 		It("passes no-cni-config", func() {
 			haveVerdict(r, "no-cni-config", report.Pass)
 			Expect(r.Report.Scenario("no-cni-config").Error).To(ContainSubstring("cni plugin not initialized"))
+			Expect(r.Report.Scenario("no-cni-config").Reclaim).To(Equal(report.ReclaimNotNeeded))
 		})
 		It("passes healthy-network", func() { haveVerdict(r, "healthy-network", report.Pass) })
 		It("exits 0", func() { Expect(r.ExitCode).To(Equal(report.ExitPass)) })
