@@ -22,10 +22,13 @@ all: build
 deps:
 	bash hack/deps.sh
 
-build: $(BIN)/cnifault-pause $(BIN)/cnifault.test
+build: $(BIN)/cnifault-pause $(BIN)/cni-fault $(BIN)/cnifault.test
 
 $(BIN)/cnifault-pause: FORCE
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags=-s\ -w -o $@ ./cmd/cnifault-pause
+
+$(BIN)/cni-fault: FORCE
+	CGO_ENABLED=0 $(GO) build -trimpath -o $@ ./cmd/cni-fault
 
 $(BIN)/cnifault.test: FORCE
 	$(GO) test -c -o $@ ./suites/cni
@@ -33,7 +36,7 @@ $(BIN)/cnifault.test: FORCE
 # The suite binary is run directly by make (no shell in between), so that it
 # is make's child and learns of make's death (PR_SET_PDEATHSIG) to tear down.
 e2e: deps build
-	$(BIN)/cnifault.test --runtime $(RUNTIME) --report-dir $(REPORT_DIR) --work-dir $(OUT)/work --cni-plugin-dir $(OUT)/cni/bin --pause-binary $(BIN)/cnifault-pause $(GINKGO_FLAGS)
+	$(BIN)/cnifault.test --runtime $(RUNTIME) --report-dir $(REPORT_DIR) --work-dir $(OUT)/work --cni-plugin-dir $(OUT)/cni/bin --pause-binary $(BIN)/cnifault-pause --fault-plugin $(BIN)/cni-fault $(GINKGO_FLAGS)
 
 test: deps build vet unit selfvalidate
 

@@ -38,6 +38,7 @@ var (
 	flagCacheDir     = flag.String("cache-dir", containerd.DefaultCacheDir(), "where hack/deps.sh caches built runtimes")
 	flagCNIPluginDir = flag.String("cni-plugin-dir", "_output/cni/bin", "reference CNI plugins built by hack/deps.sh")
 	flagPauseBinary  = flag.String("pause-binary", "_output/bin/cnifault-pause", "static pause binary for the sandbox image")
+	flagFaultPlugin  = flag.String("fault-plugin", "_output/bin/cni-fault", "the cni-fault plugin binary")
 )
 
 // runtime is the instance under test in this process; runID is shared by
@@ -86,6 +87,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 		StateDir:     filepath.Join(*flagStateRoot, instance),
 		CNIPluginDir: absPath(*flagCNIPluginDir),
 		PauseBinary:  absPath(*flagPauseBinary),
+		ExtraPlugins: []string{absPath(*flagFaultPlugin)},
 		Log:          GinkgoWriter,
 	})
 	Expect(err).NotTo(HaveOccurred(), "bringing up %s", name)

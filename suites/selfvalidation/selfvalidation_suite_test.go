@@ -60,6 +60,7 @@ func suiteCommand(ctx context.Context, runtime, reportDir, workDir string, extra
 		"--work-dir", workDir,
 		"--cni-plugin-dir", filepath.Join(repoRoot, "_output", "cni", "bin"),
 		"--pause-binary", filepath.Join(repoRoot, "_output", "bin", "cnifault-pause"),
+		"--fault-plugin", filepath.Join(repoRoot, "_output", "bin", "cni-fault"),
 	}, extra...)
 	cmd := exec.CommandContext(ctx, suiteBinary(), args...)
 	cmd.Dir = repoRoot
