@@ -2,7 +2,6 @@ package cni_test
 
 import (
 	. "github.com/onsi/ginkgo/v2"
-	. "github.com/onsi/gomega"
 )
 
 // The scenario that started the project: containerd before 1.6.37 and 2.0
@@ -18,13 +17,6 @@ var _ = Describe("RunPodSandbox", func() {
 			sc.InstallNoNetwork(ctx)
 		}, NodeTimeout(scenarioSetupTimeout))
 
-		It("fails and leaves no sandbox and no network namespace", func(ctx SpecContext) {
-			By("running a pod sandbox")
-			_, err := sc.RunSandboxE(ctx)
-			contract.Expect(err).To(HaveOccurred(), "RunPodSandbox succeeded although no CNI config is loaded")
-
-			By("inventorying the instance right after the failed call")
-			contract.Expect(sc.Leaks(ctx)).To(BeClean())
-		}, SpecTimeout(scenarioTimeout))
+		itFailsAndLeavesNothing(func() *scenario { return sc })
 	})
 })

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/onsi/ginkgo/v2/reporters"
 	"github.com/onsi/ginkgo/v2/types"
 
+	"github.com/cnifault/cnifault/cniconf"
 	"github.com/cnifault/cnifault/fixtures/host"
 	"github.com/cnifault/cnifault/fixtures/inspect"
 	"github.com/cnifault/cnifault/fixtures/report"
@@ -31,7 +33,13 @@ const (
 func (sc *scenario) record() {
 	res := report.Scenario{ID: sc.ID, Description: sc.Description, Error: sc.runErr,
 		Leaks: reportLeaks(sc.leaks), Reclaim: sc.reclaimState, ReclaimLeaks: reportLeaks(sc.reclaimLeaks),
-		ReclaimError: sc.reclaimErr}
+		ReclaimError: sc.reclaimErr, DelAfterFailedAdd: sc.delAfterAdd}
+	if entries, err := cniconf.ReadJournal(filepath.Join(sc.faultDir(), "journal.jsonl")); err == nil {
+		for _, e := range entries {
+			GinkgoWriter.Printf("cni-fault: %s %-6s %s action=%s step=%d pid=%d\n",
+				e.Time.Format("15:04:05.000"), e.Verb, report.Short(e.ContainerID), e.Action, e.Step, e.PID)
+		}
+	}
 	if CurrentSpecReport().Failed() && *flagReportDir != "" {
 		res.Artifacts = sc.collectDiagnostics()
 	}
@@ -53,6 +61,9 @@ func (sc *scenario) collectDiagnostics() string {
 	write("runtime.log", []byte(runtime.LogSince(sc.logOffset)))
 	if sc.conflist != nil {
 		write(confFile, sc.conflist)
+	}
+	if journal, err := os.ReadFile(filepath.Join(sc.faultDir(), "journal.jsonl")); err == nil {
+		write("fault-journal.jsonl", journal)
 	}
 	links, _ := exec.Command("ip", "-d", "link", "show").CombinedOutput()
 	write("ip-link.txt", links)
@@ -146,6 +157,9 @@ func buildReport(r Report) *report.Report {
 		}
 		rep.Scenarios = append(rep.Scenarios, res)
 	}
+	// Specs run in random order; reports list scenarios by id so that two
+	// reports compare line by line.
+	sort.Slice(rep.Scenarios, func(a, b int) bool { return rep.Scenarios[a].ID < rep.Scenarios[b].ID })
 	return rep
 }
 

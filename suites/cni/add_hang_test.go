@@ -1,0 +1,51 @@
+package cni_test
+
+import (
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/cnifault/cnifault/cniconf"
+)
+
+const (
+	// hangDeadline is the client's RunPodSandbox deadline while ADD hangs:
+	// kubelet's runtime-request-timeout, shortened.
+	hangDeadline = 3 * time.Second
+	// hangSettleWindow is how long after the deadline the runtime may take
+	// to finish its own cleanup before a leftover counts as a leak: a
+	// runtime keeps working on a call whose client gave up.
+	hangSettleWindow = 15 * time.Second
+)
+
+var _ = Describe("RunPodSandbox", func() {
+	var sc *scenario
+
+	When("ADD hangs past the client's deadline", Scenario("add-hang-deadline"), Label("fault:hang"), func() {
+		BeforeEach(func(ctx SpecContext) {
+			sc = newScenario(ctx)
+			By("installing bridge, then cni-fault (ADD: hang once, then pass)")
+			sc.InstallNetwork(ctx, cniconf.NewList(sc.Network.Name,
+				sc.Network.BridgePlugin(), sc.Fault().On(cniconf.VerbAdd, cniconf.Hang().Times(1), cniconf.Pass())))
+		}, NodeTimeout(scenarioSetupTimeout))
+
+		It("leaves nothing within the settle window and accepts the same pod again", func(ctx SpecContext) {
+			By("running a pod sandbox with a short deadline")
+			_, err := sc.RunSandboxWithin(ctx, hangDeadline)
+			contract.Expect(err).To(HaveOccurred(), "RunPodSandbox returned although ADD hangs")
+
+			By("waiting for the runtime to clean up within the settle window")
+			contract.Eventually(func(g Gomega) {
+				g.Expect(sc.Leaks(ctx)).To(BeClean())
+			}).WithContext(ctx).WithTimeout(hangSettleWindow).WithPolling(250 * time.Millisecond).Should(Succeed())
+
+			By("running the same pod again now that ADD passes")
+			contract.Eventually(func() error {
+				_, err := sc.RunSandboxE(ctx)
+				return err
+			}).WithContext(ctx).WithTimeout(hangSettleWindow).WithPolling(time.Second).Should(Succeed(),
+				"the retried pod was refused; a sandbox name stays reserved by the abandoned call")
+		}, SpecTimeout(scenarioTimeout))
+	})
+})

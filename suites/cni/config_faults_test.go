@@ -1,0 +1,38 @@
+package cni_test
+
+import (
+	. "github.com/onsi/ginkgo/v2"
+
+	"github.com/cnifault/cnifault/cniconf"
+)
+
+// Broken configuration: what a half-finished CNI rollout leaves on a node.
+var _ = Describe("RunPodSandbox", func() {
+	var sc *scenario
+
+	When("the CNI config dir holds only invalid JSON", Scenario("malformed-cni-config"), Label("fault:config"), func() {
+		BeforeEach(func(ctx SpecContext) {
+			sc = newScenario(ctx)
+			By("writing a conflist that is not JSON until the runtime reports NetworkReady=false")
+			sc.InstallMalformed(ctx, []byte("{ \"cniVersion\": \"1.0.0\", \"name\": \n"))
+		}, NodeTimeout(scenarioSetupTimeout))
+
+		itFailsAndLeavesNothing(func() *scenario { return sc })
+	})
+
+	// The chain's last plugin is not installed, as when portmap is missing
+	// from the bin dir: ADD fails after bridge allocated an address, and DEL
+	// (reverse order) fails on the missing binary before reaching bridge.
+	When("the chain names a plugin missing from the bin dir", Scenario("missing-plugin-binary"), Label("fault:config"), func() {
+		BeforeEach(func(ctx SpecContext) {
+			sc = newScenario(ctx)
+			By("installing bridge followed by a plugin type that has no binary")
+			sc.InstallNetwork(ctx, cniconf.NewList(sc.Network.Name,
+				sc.Network.BridgePlugin(),
+				cniconf.Opaque{Type: "cnifault-not-installed"},
+				sc.Fault()))
+		}, NodeTimeout(scenarioSetupTimeout))
+
+		itFailsAndLeavesNothing(func() *scenario { return sc })
+	})
+})

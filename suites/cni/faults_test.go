@@ -1,0 +1,81 @@
+package cni_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"syscall"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/cnifault/cnifault/cniconf"
+	"github.com/cnifault/cnifault/fixtures/host"
+)
+
+// Fault returns the scenario's cni-fault plugin entry: it journals every
+// invocation into the scenario's dir and fires only for the scenario's pod,
+// so pods of other scenarios or of the node pass through untouched.
+func (sc *scenario) Fault() cniconf.Fault {
+	return cniconf.Fault{
+		Journal:  filepath.Join(sc.faultDir(), "journal.jsonl"),
+		StateDir: filepath.Join(sc.faultDir(), "state"),
+		PodUID:   sc.PodConfig().GetMetadata().GetUid(),
+	}
+}
+
+func (sc *scenario) faultDir() string {
+	return filepath.Join(runtime.WorkDir(), "faults", fmt.Sprintf("%d-%s", sc.seq, sc.ID))
+}
+
+// Journal is every cni-fault invocation of this scenario so far.
+func (sc *scenario) Journal() []cniconf.JournalEntry {
+	GinkgoHelper()
+	entries, err := cniconf.ReadJournal(filepath.Join(sc.faultDir(), "journal.jsonl"))
+	Expect(err).NotTo(HaveOccurred(), "reading the fault journal")
+	return entries
+}
+
+// observesCNI reports whether the installed chain has a cni-fault entry to
+// see the runtime's CNI calls with.
+func observesCNI(l cniconf.NetworkList) bool {
+	return slices.ContainsFunc(l.Plugins, func(p cniconf.Plugin) bool {
+		return p.PluginType() == cniconf.FaultPluginType
+	})
+}
+
+// delAfterFailedAdd answers the CNI spec's question (1.0 "Lifecycle &
+// Ordering": a DEL must follow a failed ADD) from the journal: did the
+// runtime send DEL for this pod after its RunPodSandbox failed? nil when it
+// cannot be told: the call did not fail, or no cni-fault was in the chain.
+func (sc *scenario) delAfterFailedAdd() *bool {
+	if sc.runErr == "" || !sc.observed {
+		return nil
+	}
+	uid := sc.PodConfig().GetMetadata().GetUid()
+	seen := slices.ContainsFunc(sc.Journal(), func(e cniconf.JournalEntry) bool {
+		return e.Verb == cniconf.VerbDel && e.PodUID == uid && !e.Time.Before(sc.runStarted)
+	})
+	return &seen
+}
+
+// stopHungPlugins kills cni-fault invocations of this scenario that are
+// still hanging: a runtime that was killed or never timed its plugin out
+// leaves them behind. Each pid comes from the journal and is checked to be
+// the harness's own plugin binary before it is signalled.
+func (sc *scenario) stopHungPlugins() {
+	entries, _ := cniconf.ReadJournal(filepath.Join(sc.faultDir(), "journal.jsonl"))
+	plugin, _ := filepath.EvalSymlinks(filepath.Join(runtime.CNIBinDir(), cniconf.FaultPluginType))
+	for _, e := range entries {
+		if e.Action != cniconf.ActionHang || !host.Alive(e.PID) {
+			continue
+		}
+		exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", e.PID))
+		if err != nil || exe != plugin {
+			continue
+		}
+		GinkgoWriter.Printf("stopping hung cni-fault pid %d (%s %s)\n", e.PID, e.Verb, e.ContainerID)
+		_ = host.Kill(e.PID, syscall.SIGKILL)
+	}
+}

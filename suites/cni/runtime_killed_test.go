@@ -1,0 +1,66 @@
+package cni_test
+
+import (
+	"context"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/cnifault/cnifault/cniconf"
+)
+
+// runtimeRecoverTimeout bounds killing and restarting the runtime.
+const runtimeRecoverTimeout = 60 * time.Second
+
+// The runtime dies while a plugin is inside ADD (OOM kill, node problem).
+// After a restart, kubelet's Stop and Remove are all that will ever clean
+// up: whatever the dead call allocated must be reachable from them.
+var _ = Describe("RunPodSandbox", func() {
+	var sc *scenario
+
+	When("the runtime is killed while ADD is in progress", Scenario("runtime-killed-mid-add"), Label("fault:crash", "managed-only"), func() {
+		BeforeEach(func(ctx SpecContext) {
+			sc = newScenario(ctx)
+			By("installing bridge, then cni-fault (ADD: hang once, then pass)")
+			sc.InstallNetwork(ctx, cniconf.NewList(sc.Network.Name,
+				sc.Network.BridgePlugin(), sc.Fault().On(cniconf.VerbAdd, cniconf.Hang().Times(1), cniconf.Pass())))
+		}, NodeTimeout(scenarioSetupTimeout))
+
+		It("leaves nothing once restarted and the pod is stopped and removed", func(ctx SpecContext) {
+			By("running a pod sandbox whose ADD hangs")
+			sc.takeBaseline(ctx)
+			sc.runStarted = time.Now()
+			done := make(chan error, 1)
+			go func() {
+				defer GinkgoRecover()
+				cctx, cancel := context.WithTimeout(ctx, criCallTimeout)
+				defer cancel()
+				_, err := runtime.CRI.RunPodSandbox(cctx, sc.PodConfig())
+				done <- err
+			}()
+			Eventually(func(g Gomega) {
+				g.Expect(sc.Journal()).To(ContainElement(HaveField("Action", cniconf.ActionHang)))
+			}).WithContext(ctx).WithTimeout(criCallTimeout).WithPolling(50*time.Millisecond).Should(Succeed(),
+				"the runtime never called ADD")
+
+			By("killing the runtime by its PID while ADD hangs")
+			Expect(runtime.Crash(ctx)).To(Succeed())
+			var err error
+			Eventually(done).WithContext(ctx).Should(Receive(&err))
+			sc.runErr = err.Error()
+			sc.stopHungPlugins()
+
+			By("restarting the runtime")
+			Expect(runtime.Restart(ctx)).To(Succeed())
+
+			By("stopping and removing every sandbox the dead call left, as kubelet does")
+			if err := sc.stopAndRemoveLeftovers(ctx); err != nil {
+				GinkgoWriter.Printf("stop/remove after restart: %v\n", err)
+			}
+
+			By("inventorying the instance")
+			contract.Expect(sc.Leaks(ctx)).To(BeClean())
+		}, SpecTimeout(scenarioTimeout+runtimeRecoverTimeout))
+	})
+})
