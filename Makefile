@@ -15,7 +15,7 @@ GINKGO_FLAGS ?=
 # the self-validation, which executes the compiled suite binary.
 UNIT_PKGS = ./cniconf/... ./fixtures/... ./cmd/...
 
-.PHONY: all deps build e2e test unit selfvalidate vet clean
+.PHONY: all deps build e2e test unit selfvalidate vet clean verdict-table
 
 all: build
 
@@ -48,6 +48,12 @@ unit:
 
 selfvalidate:
 	CNIFAULT_REQUIRE=1 CNIFAULT_SUITE_BINARY=$(BIN)/cnifault.test $(GO) test -count=1 -timeout 30m ./suites/selfvalidation
+
+# The README's verdict matrix, from the reports of both managed runtimes
+# (run `make e2e` for each, or `make test`, first).
+VERDICT_REPORTS = $(OUT)/reports/containerd-1.6/report.json $(OUT)/reports/containerd-2.4/report.json
+verdict-table:
+	$(GO) run ./hack/verdicttable -readme README.md $(VERDICT_REPORTS)
 
 clean:
 	rm -rf $(OUT)

@@ -1,6 +1,7 @@
 package selfvalidation_test
 
 import (
+	"os"
 	"path/filepath"
 	"slices"
 
@@ -180,6 +181,18 @@ var _ = Describe("cnifault", Ordered, ContinueOnFailure, func() {
 		s := r.Scenario("no-cni-config")
 		Expect(s.Error).To(ContainSubstring("cni plugin not initialized"))
 		Expect(s.ReclaimError).To(ContainSubstring("cni plugin not initialized"))
+	})
+
+	It("finds the README's verdict matrix up to date with these reports", func() {
+		var reports []*report.Report
+		for _, rt := range []string{"containerd-1.6", "containerd-2.4"} {
+			r, err := report.Read(filepath.Join(reportDirOf(rt), "report.json"))
+			Expect(err).NotTo(HaveOccurred())
+			reports = append(reports, r)
+		}
+		readme, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(readme)).To(ContainSubstring(report.Matrix(reports)), "run make verdict-table")
 	})
 
 	It("leaves no process, mount, link or file on the node", func() {
