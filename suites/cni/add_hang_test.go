@@ -5,8 +5,6 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-
-	"github.com/cnifault/cnifault/cniconf"
 )
 
 const (
@@ -26,8 +24,7 @@ var _ = Describe("RunPodSandbox", func() {
 		BeforeEach(func(ctx SpecContext) {
 			sc = newScenario(ctx)
 			By("installing bridge, then cni-fault (ADD: hang once, then pass)")
-			sc.InstallNetwork(ctx, cniconf.NewList(sc.Network.Name,
-				sc.Network.BridgePlugin(), sc.Fault().On(cniconf.VerbAdd, cniconf.Hang().Times(1), cniconf.Pass())))
+			sc.InstallHangingAdd(ctx)
 		}, NodeTimeout(scenarioSetupTimeout))
 
 		It("leaves nothing within the settle window and accepts the same pod again", func(ctx SpecContext) {

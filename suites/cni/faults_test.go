@@ -79,3 +79,12 @@ func (sc *scenario) stopHungPlugins() {
 		_ = host.Kill(e.PID, syscall.SIGKILL)
 	}
 }
+
+// InstallHangingAdd installs bridge, then cni-fault whose ADD hangs once and
+// passes afterwards: the first call blocks inside ADD with an address
+// allocated, and a retry of the same pod can succeed.
+func (sc *scenario) InstallHangingAdd(ctx SpecContext) {
+	GinkgoHelper()
+	sc.InstallNetwork(ctx, cniconf.NewList(sc.Network.Name,
+		sc.Network.BridgePlugin(), sc.Fault().On(cniconf.VerbAdd, cniconf.Hang().Times(1), cniconf.Pass())))
+}

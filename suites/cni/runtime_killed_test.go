@@ -23,8 +23,7 @@ var _ = Describe("RunPodSandbox", func() {
 		BeforeEach(func(ctx SpecContext) {
 			sc = newScenario(ctx)
 			By("installing bridge, then cni-fault (ADD: hang once, then pass)")
-			sc.InstallNetwork(ctx, cniconf.NewList(sc.Network.Name,
-				sc.Network.BridgePlugin(), sc.Fault().On(cniconf.VerbAdd, cniconf.Hang().Times(1), cniconf.Pass())))
+			sc.InstallHangingAdd(ctx)
 		}, NodeTimeout(scenarioSetupTimeout))
 
 		It("leaves nothing once restarted and the pod is stopped and removed", func(ctx SpecContext) {

@@ -96,17 +96,6 @@ var observed = []string{
 	"add-hang-deadline", "runtime-killed-mid-add",
 }
 
-func kindsOf(leaks []report.Leak) []string {
-	var kinds []string
-	for _, l := range leaks {
-		if !slices.Contains(kinds, l.Kind) {
-			kinds = append(kinds, l.Kind)
-		}
-	}
-	slices.Sort(kinds)
-	return kinds
-}
-
 // describeRuntime declares the pinned verdicts of one managed runtime.
 func describeRuntime(runtime, version string, exit int) {
 	Context("on "+runtime, Label(runtime), Ordered, func() {
@@ -141,7 +130,7 @@ func describeRuntime(runtime, version string, exit int) {
 				s := r.Report.Scenario(id)
 				Expect(s).NotTo(BeNil(), "scenario %s missing from the report", id)
 				Expect(s.Verdict).To(Equal(want.verdict), "%s on %s (%s): %+v\nsuite output:\n%s", id, runtime, want.why, *s, r.Output)
-				Expect(kindsOf(s.Leaks)).To(Equal(want.leaks), "%s leaked %+v", id, s.Leaks)
+				Expect(report.LeakKinds(s.Leaks)).To(Equal(want.leaks), "%s leaked %+v", id, s.Leaks)
 				Expect(s.Reclaim).To(Equal(want.reclaim), "%s reclaim (%s): %+v", id, want.why, *s)
 				if want.reclaim == report.ReclaimStuck {
 					Expect(s.ReclaimLeaks).NotTo(BeEmpty())
