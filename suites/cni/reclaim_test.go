@@ -57,7 +57,7 @@ func (sc *scenario) reclaim(ctx SpecContext) {
 // stopAndRemoveLeftovers stops and removes the sandboxes that were not there
 // before the scenario, and returns the runtime's errors.
 func (sc *scenario) stopAndRemoveLeftovers(ctx SpecContext) error {
-	pods, err := runtime.CRI.ListPodSandboxes(ctx)
+	pods, err := runtime.CRI().ListPodSandboxes(ctx)
 	if err != nil {
 		return err
 	}
@@ -68,10 +68,10 @@ func (sc *scenario) stopAndRemoveLeftovers(ctx SpecContext) error {
 		}) {
 			continue
 		}
-		if err := runtime.CRI.StopPodSandbox(ctx, p.GetId()); err != nil {
+		if err := runtime.CRI().StopPodSandbox(ctx, p.GetId()); err != nil {
 			errs = append(errs, err)
 		}
-		if err := runtime.CRI.RemovePodSandbox(ctx, p.GetId()); err != nil {
+		if err := runtime.CRI().RemovePodSandbox(ctx, p.GetId()); err != nil {
 			errs = append(errs, err)
 		}
 	}

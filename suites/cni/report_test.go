@@ -68,7 +68,7 @@ func (sc *scenario) collectDiagnostics() string {
 	links, _ := exec.Command("ip", "-d", "link", "show").CombinedOutput()
 	write("ip-link.txt", links)
 	var lines []string
-	if ms, err := host.MountsUnder(runtime.StateDir(), runtime.WorkDir()); err == nil {
+	if ms, err := host.MountsUnder(runtime.Inventory().MountRoots...); err == nil {
 		for _, m := range ms {
 			lines = append(lines, m.Line)
 		}

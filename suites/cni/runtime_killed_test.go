@@ -8,6 +8,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/cnifault/cnifault/cniconf"
+	"github.com/cnifault/cnifault/fixtures/runtimes"
 )
 
 // runtimeRecoverTimeout bounds killing and restarting the runtime.
@@ -20,7 +21,13 @@ var _ = Describe("RunPodSandbox", func() {
 	var sc *scenario
 
 	When("the runtime is killed while ADD is in progress", Scenario("runtime-killed-mid-add"), Label("fault:crash", "managed-only"), func() {
+		var ctl runtimes.Controllable
+
 		BeforeEach(func(ctx SpecContext) {
+			var ok bool
+			if ctl, ok = runtime.(runtimes.Controllable); !ok {
+				Skip("the harness does not control this runtime's process (external endpoint)")
+			}
 			sc = newScenario(ctx)
 			By("installing bridge, then cni-fault (ADD: hang once, then pass)")
 			sc.InstallHangingAdd(ctx)
@@ -35,7 +42,7 @@ var _ = Describe("RunPodSandbox", func() {
 				defer GinkgoRecover()
 				cctx, cancel := context.WithTimeout(ctx, criCallTimeout)
 				defer cancel()
-				_, err := runtime.CRI.RunPodSandbox(cctx, sc.PodConfig())
+				_, err := runtime.CRI().RunPodSandbox(cctx, sc.PodConfig())
 				done <- err
 			}()
 			Eventually(func(g Gomega) {
@@ -44,14 +51,14 @@ var _ = Describe("RunPodSandbox", func() {
 				"the runtime never called ADD")
 
 			By("killing the runtime by its PID while ADD hangs")
-			Expect(runtime.Crash(ctx)).To(Succeed())
+			Expect(ctl.Crash(ctx)).To(Succeed())
 			var err error
 			Eventually(done).WithContext(ctx).Should(Receive(&err))
 			sc.runErr = err.Error()
 			sc.stopHungPlugins()
 
 			By("restarting the runtime")
-			Expect(runtime.Restart(ctx)).To(Succeed())
+			Expect(ctl.Restart(ctx)).To(Succeed())
 
 			By("stopping and removing every sandbox the dead call left, as kubelet does")
 			if err := sc.stopAndRemoveLeftovers(ctx); err != nil {

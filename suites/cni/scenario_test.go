@@ -14,7 +14,6 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cnifault/cnifault/cniconf"
-	"github.com/cnifault/cnifault/fixtures/containerd"
 	"github.com/cnifault/cnifault/fixtures/host"
 	"github.com/cnifault/cnifault/fixtures/inspect"
 )
@@ -120,14 +119,15 @@ func (sc *scenario) takeBaseline(ctx SpecContext) {
 
 // target is where the instance keeps what a leak check counts.
 func (sc *scenario) target() inspect.Target {
+	inv := runtime.Inventory()
 	return inspect.Target{
-		CRI:          runtime.CRI,
-		NetNSDirs:    runtime.NetNSDirs(),
-		MountRoots:   []string{runtime.StateDir(), runtime.WorkDir()},
+		CRI:          runtime.CRI(),
+		NetNSDirs:    inv.NetNSDirs,
+		MountRoots:   inv.MountRoots,
 		IPAMDirs:     []string{sc.Network.IPAMDataDir},
-		Address:      runtime.Address(),
+		Address:      inv.Address,
 		Bridges:      []string{sc.Network.Bridge},
-		CNICacheDirs: []string{containerd.CNICacheDir},
+		CNICacheDirs: inv.CNICacheDirs,
 		// containerd attaches loopback as its own network, "cni-loopback".
 		Networks: []string{sc.Network.Name, "cni-loopback"},
 	}
@@ -145,7 +145,7 @@ func (sc *scenario) InstallNetwork(ctx SpecContext, l cniconf.NetworkList) {
 	Expect(dir.Clear()).To(Succeed())
 	Expect(dir.WriteList(confFile, l)).To(Succeed())
 	Eventually(func(g Gomega) {
-		st, err := runtime.CRI.Network(ctx)
+		st, err := runtime.CRI().Network(ctx)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(st.Ready).To(BeTrue(), "NetworkReady is false: %s %s (last load: %s)", st.Reason, st.Message, st.LastLoad)
 		g.Expect(st.HoldsNetwork(l.Name)).To(BeTrue(), "the runtime holds another CNI config: %s", st.CNIConfig)
@@ -178,7 +178,7 @@ func (sc *scenario) InstallNoNetwork(ctx SpecContext) {
 func (sc *scenario) waitNetworkNotReady(ctx SpecContext) {
 	GinkgoHelper()
 	Eventually(func(g Gomega) {
-		st, err := runtime.CRI.Network(ctx)
+		st, err := runtime.CRI().Network(ctx)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(st.Ready).To(BeFalse(), "the runtime still reports NetworkReady with %s", st.CNIConfig)
 	}).WithContext(ctx).WithTimeout(networkSettleTimeout).WithPolling(pollInterval).Should(Succeed(),
@@ -218,7 +218,7 @@ func (sc *scenario) RunSandboxWithin(ctx SpecContext, d time.Duration) (string, 
 	if sc.runStarted.IsZero() {
 		sc.runStarted = time.Now()
 	}
-	id, err := runtime.CRI.RunPodSandbox(cctx, sc.PodConfig())
+	id, err := runtime.CRI().RunPodSandbox(cctx, sc.PodConfig())
 	if err != nil {
 		if sc.runErr == "" {
 			sc.runErr = err.Error()
@@ -226,8 +226,8 @@ func (sc *scenario) RunSandboxWithin(ctx SpecContext, d time.Duration) (string, 
 		return "", err
 	}
 	DeferCleanup(func(ctx SpecContext) {
-		_ = runtime.CRI.StopPodSandbox(ctx, id)
-		_ = runtime.CRI.RemovePodSandbox(ctx, id)
+		_ = runtime.CRI().StopPodSandbox(ctx, id)
+		_ = runtime.CRI().RemovePodSandbox(ctx, id)
 	}, NodeTimeout(2*criCallTimeout))
 	return id, nil
 }
@@ -287,25 +287,25 @@ func (sc *scenario) restore(ctx SpecContext) {
 		_ = dir.WriteList(confFile, healthy)
 	}
 	Eventually(func(g Gomega) {
-		st, err := runtime.CRI.Network(ctx)
+		st, err := runtime.CRI().Network(ctx)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(st.HoldsNetwork(healthy.Name)).To(BeTrue())
 	}).WithContext(ctx).WithTimeout(networkSettleTimeout).WithPolling(pollInterval).Should(Succeed())
-	pods, err := runtime.CRI.ListPodSandboxes(ctx)
+	pods, err := runtime.CRI().ListPodSandboxes(ctx)
 	if err == nil {
 		for _, p := range pods {
-			if err := runtime.CRI.StopPodSandbox(ctx, p.GetId()); err != nil {
+			if err := runtime.CRI().StopPodSandbox(ctx, p.GetId()); err != nil {
 				GinkgoWriter.Printf("restore: stop %s: %v\n", p.GetId(), err)
 			}
-			if err := runtime.CRI.RemovePodSandbox(ctx, p.GetId()); err != nil {
+			if err := runtime.CRI().RemovePodSandbox(ctx, p.GetId()); err != nil {
 				GinkgoWriter.Printf("restore: remove %s: %v\n", p.GetId(), err)
 			}
 		}
 	}
-	if detached, err := host.UnmountUnder(runtime.NetNSDirs()...); err != nil || len(detached) > 0 {
+	if detached, err := host.UnmountUnder(runtime.Inventory().NetNSDirs...); err != nil || len(detached) > 0 {
 		GinkgoWriter.Printf("restore: detached leaked netns mounts %v (%v)\n", detached, err)
 	}
-	for _, d := range runtime.NetNSDirs() {
+	for _, d := range runtime.Inventory().NetNSDirs {
 		entries, _ := os.ReadDir(d)
 		for _, e := range entries {
 			_ = os.Remove(filepath.Join(d, e.Name()))

@@ -22,6 +22,7 @@ import (
 
 	"github.com/cnifault/cnifault/fixtures/containerd"
 	"github.com/cnifault/cnifault/fixtures/report"
+	"github.com/cnifault/cnifault/fixtures/runtimes"
 )
 
 // Timeouts of suite-level nodes.
@@ -44,7 +45,7 @@ var (
 // runtime is the instance under test in this process; runID is shared by
 // every name this run creates on the node.
 var (
-	runtime *containerd.Instance
+	runtime runtimes.Runtime
 	runID   string
 	// exitCode is decided by the report, not by Ginkgo's pass/fail.
 	exitCode = report.ExitHarness
@@ -77,34 +78,32 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	runID = newRunID()
 
 	By("bringing up " + *flagRuntime)
-	binDir, name, err := containerd.ResolveBinDir(*flagRuntime, *flagCacheDir)
-	Expect(err).NotTo(HaveOccurred())
 	instance := fmt.Sprintf("%s-p%d", runID, GinkgoParallelProcess())
-	runtime, err = containerd.Start(ctx, containerd.Options{
-		Name:         name,
-		BinDir:       binDir,
-		WorkDir:      absPath(filepath.Join(*flagWorkDir, name+"-"+instance)),
+	var err error
+	runtime, err = runtimes.Start(ctx, runtimes.Options{
+		Runtime:      *flagRuntime,
+		CacheDir:     *flagCacheDir,
+		WorkDir:      absPath(filepath.Join(*flagWorkDir, filepath.Base(*flagRuntime)+"-"+instance)),
 		StateDir:     filepath.Join(*flagStateRoot, instance),
 		CNIPluginDir: absPath(*flagCNIPluginDir),
-		PauseBinary:  absPath(*flagPauseBinary),
 		ExtraPlugins: []string{absPath(*flagFaultPlugin)},
+		PauseBinary:  absPath(*flagPauseBinary),
 		Log:          GinkgoWriter,
 	})
-	Expect(err).NotTo(HaveOccurred(), "bringing up %s", name)
+	Expect(err).NotTo(HaveOccurred(), "bringing up %s", *flagRuntime)
 	DeferCleanup(func(ctx SpecContext) {
 		Expect(runtime.Teardown(ctx)).To(Succeed())
 	}, NodeTimeout(runtimeTeardownTimeout))
 
-	v, err := runtime.CRI.Version(ctx)
+	v, err := runtime.CRI().Version(ctx)
 	Expect(err).NotTo(HaveOccurred())
 	AddReportEntry(runtimeEntry, report.Runtime{
-		Name:          v.GetRuntimeName(),
-		Version:       v.GetRuntimeVersion(),
-		CRIVersion:    v.GetRuntimeApiVersion(),
-		Endpoint:      runtime.Endpoint(),
-		Managed:       name,
-		BinaryDir:     binDir,
-		ConfigVersion: runtime.ConfigVersion,
+		Name:       v.GetRuntimeName(),
+		Version:    v.GetRuntimeVersion(),
+		CRIVersion: v.GetRuntimeApiVersion(),
+		Endpoint:   runtime.Endpoint(),
+		Managed:    runtime.Name(),
+		Details:    runtime.Details(),
 	}, ReportEntryVisibilityNever)
 }, NodeTimeout(runtimeStartTimeout))
 
