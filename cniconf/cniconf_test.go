@@ -93,10 +93,10 @@ func TestEmptyListsAreRefused(t *testing.T) {
 func TestConfDirWritesInPlace(t *testing.T) {
 	dir := t.TempDir()
 	d := ConfDir(dir)
-	if err := d.WriteList("10-test.conflist", BridgeList(testNetwork(dir))); err != nil {
+	if err := d.WriteList("10-cnifault-test.conflist", BridgeList(testNetwork(dir))); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.WriteRaw("20-broken.conflist", []byte("{not json")); err != nil {
+	if err := d.WriteRaw("20-cnifault-broken.conflist", []byte("{not json")); err != nil {
 		t.Fatal(err)
 	}
 	entries, _ := os.ReadDir(dir)
@@ -104,21 +104,28 @@ func TestConfDirWritesInPlace(t *testing.T) {
 	for _, e := range entries {
 		names = append(names, e.Name())
 	}
-	if strings.Join(names, " ") != "10-test.conflist 20-broken.conflist" {
+	if strings.Join(names, " ") != "10-cnifault-test.conflist 20-cnifault-broken.conflist" {
 		t.Fatalf("dir holds %v", names)
 	}
 	snap, err := d.Snapshot()
-	if err != nil || string(snap["20-broken.conflist"]) != "{not json" {
+	if err != nil || string(snap["20-cnifault-broken.conflist"]) != "{not json" {
 		t.Fatalf("snapshot %v %v", snap, err)
 	}
-	if err := d.WriteRaw("../escape.conf", nil); err == nil {
+	if err := d.WriteRaw("../cnifault-escape.conf", nil); err == nil {
 		t.Fatal("a path escaping the dir was accepted")
+	}
+	if err := d.WriteRaw("10-node.conflist", nil); err == nil {
+		t.Fatal("a file without the harness mark was accepted")
+	}
+	node := filepath.Join(dir, "05-node.conflist")
+	if err := os.WriteFile(node, []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
 	}
 	if err := d.Clear(); err != nil {
 		t.Fatal(err)
 	}
-	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
-		t.Fatalf("Clear left %v", entries)
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 || entries[0].Name() != "05-node.conflist" {
+		t.Fatalf("Clear must remove exactly the harness's files, left %v", entries)
 	}
 	if _, err := os.Stat(dir); err != nil {
 		t.Fatal("Clear must keep the dir itself")

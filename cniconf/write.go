@@ -36,6 +36,9 @@ func (d ConfDir) WriteRaw(file string, content []byte) error {
 	if strings.ContainsRune(file, os.PathSeparator) {
 		return fmt.Errorf("cniconf: %q must be a file name, not a path", file)
 	}
+	if !strings.Contains(file, HarnessMark) {
+		return fmt.Errorf("cniconf: %q must carry %q, so that the harness can tell its files from the node's", file, HarnessMark)
+	}
 	tmp, err := os.CreateTemp(string(d), "."+file+".tmp-*")
 	if err != nil {
 		return fmt.Errorf("cniconf: %w", err)
@@ -61,14 +64,22 @@ func (d ConfDir) WriteRaw(file string, content []byte) error {
 	return nil
 }
 
-// Clear removes every file in the directory, leaving the directory itself.
+// HarnessMark is in the name of every file the harness writes into a conf
+// dir: the harness removes only files that carry it.
+const HarnessMark = "cnifault"
+
+// Clear removes the harness's files from the directory (names carrying
+// HarnessMark), leaving the directory and everybody else's files.
 func (d ConfDir) Clear() error {
 	entries, err := os.ReadDir(string(d))
 	if err != nil {
 		return fmt.Errorf("cniconf: %w", err)
 	}
 	for _, e := range entries {
-		if err := os.RemoveAll(filepath.Join(string(d), e.Name())); err != nil {
+		if e.IsDir() || !strings.Contains(e.Name(), HarnessMark) {
+			continue
+		}
+		if err := os.Remove(filepath.Join(string(d), e.Name())); err != nil {
 			return fmt.Errorf("cniconf: %w", err)
 		}
 	}

@@ -91,7 +91,30 @@ func reportLeaks(rs []inspect.Resource) []report.Leak {
 }
 
 var _ = ReportAfterSuite("cnifault report", func(r Report) {
+	if listMode {
+		for _, s := range r.SpecReports {
+			if s.LeafNodeType == types.NodeTypeIt {
+				id := labelID(s.Labels())
+				listed = append(listed, report.Scenario{ID: id, Description: strings.TrimPrefix(s.ContainerHierarchyTexts[len(s.ContainerHierarchyTexts)-1], "when ")})
+				labels[id] = otherLabels(s.Labels())
+			}
+		}
+		return
+	}
 	rep := buildReport(r)
+	rep.Host = report.ProbeHost()
+	rep.Command = report.CommandLine(os.Args...)
+	if runtime != nil {
+		rep.CNIPlugins = report.PluginVersions(runtime.CNIBinDir(), "bridge", "host-local", "loopback", "portmap", cniconf.FaultPluginType)
+	}
+	if *flagKnownFailures != "" {
+		known, err := report.LoadKnownFailures(*flagKnownFailures)
+		if err != nil {
+			rep.HarnessError = strings.TrimPrefix(rep.HarnessError+"; ", "; ") + "known failures: " + err.Error()
+		} else {
+			known.Apply(rep)
+		}
+	}
 	exitCode = rep.ExitCode()
 	out := os.Stdout
 	fmt.Fprintf(out, "\ncnifault: %s %s (%s)\n", rep.Runtime.Managed, rep.Runtime.Version, rep.Runtime.Endpoint)
@@ -106,12 +129,13 @@ var _ = ReportAfterSuite("cnifault report", func(r Report) {
 		return
 	}
 	dir := absPath(*flagReportDir)
-	path, err := rep.Write(dir)
+	paths, err := rep.WriteAll(dir)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "writing report: %v\n", err)
 		exitCode = report.ExitHarness
 		return
 	}
+	path := strings.Join(paths, "\n        ")
 	junit := filepath.Join(dir, "junit.xml")
 	if err := reporters.GenerateJUnitReport(r, junit); err != nil {
 		fmt.Fprintf(os.Stderr, "writing junit: %v\n", err)
@@ -149,6 +173,9 @@ func buildReport(r Report) *report.Report {
 		}
 		res.DurationSeconds = s.RunTime.Seconds()
 		res.Verdict = verdict(s, rep.HarnessError)
+		if res.Verdict == report.Skipped {
+			res.Reason = s.Failure.Message
+		}
 		if res.Verdict == report.Fail || res.Verdict == report.Error {
 			res.Failure = failureText(s)
 			if res.Failure == "" {
@@ -217,4 +244,14 @@ func labelID(labels []string) string {
 		}
 	}
 	return ""
+}
+
+func otherLabels(all []string) []string {
+	var out []string
+	for _, l := range all {
+		if !strings.HasPrefix(l, scenarioLabelPrefix) {
+			out = append(out, l)
+		}
+	}
+	return out
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/cnifault/cnifault/cniconf"
 	"github.com/cnifault/cnifault/fixtures/host"
 	"github.com/cnifault/cnifault/fixtures/inspect"
+	"github.com/cnifault/cnifault/fixtures/runtimes"
 )
 
 // Timeouts of scenario nodes and the calls inside them.
@@ -39,7 +40,7 @@ const (
 )
 
 // confFile is the one file the harness writes into the conf dir.
-const confFile = "10-cnifault.conflist"
+const confFile = "00-cnifault.conflist"
 
 // scenario is one scenario's state on the runtime under test.
 type scenario struct {
@@ -196,7 +197,7 @@ func (sc *scenario) PodConfig() *runtimeapi.PodSandboxConfig {
 		},
 		Hostname: sc.ID,
 		Labels: map[string]string{
-			"cnifault.io/run-id":   runID,
+			runtimes.RunIDLabel:    runID,
 			"cnifault.io/scenario": sc.ID,
 		},
 		Linux: &runtimeapi.LinuxPodSandboxConfig{CgroupParent: runtime.CgroupParent()},
@@ -291,9 +292,13 @@ func (sc *scenario) restore(ctx SpecContext) {
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(st.HoldsNetwork(healthy.Name)).To(BeTrue())
 	}).WithContext(ctx).WithTimeout(networkSettleTimeout).WithPolling(pollInterval).Should(Succeed())
+	// Only this run's pods: on an external runtime others are not ours.
 	pods, err := runtime.CRI().ListPodSandboxes(ctx)
 	if err == nil {
 		for _, p := range pods {
+			if p.GetLabels()[runtimes.RunIDLabel] != runID {
+				continue
+			}
 			if err := runtime.CRI().StopPodSandbox(ctx, p.GetId()); err != nil {
 				GinkgoWriter.Printf("restore: stop %s: %v\n", p.GetId(), err)
 			}
@@ -302,13 +307,18 @@ func (sc *scenario) restore(ctx SpecContext) {
 			}
 		}
 	}
-	if detached, err := host.UnmountUnder(runtime.Inventory().NetNSDirs...); err != nil || len(detached) > 0 {
-		GinkgoWriter.Printf("restore: detached leaked netns mounts %v (%v)\n", detached, err)
-	}
-	for _, d := range runtime.Inventory().NetNSDirs {
-		entries, _ := os.ReadDir(d)
-		for _, e := range entries {
-			_ = os.Remove(filepath.Join(d, e.Name()))
+	// Network namespaces the runtime could not remove: only those that
+	// appeared during this scenario.
+	if sc.baselined {
+		now, _ := inspect.Take(ctx, sc.target())
+		for _, r := range inspect.Diff(sc.baseline, now) {
+			if r.Kind != inspect.KindNetNS {
+				continue
+			}
+			if _, err := host.UnmountUnder(r.ID); err != nil {
+				GinkgoWriter.Printf("restore: unmount %s: %v\n", r.ID, err)
+			}
+			_ = os.Remove(r.ID)
 		}
 	}
 	_ = os.RemoveAll(sc.Network.IPAMDataDir)

@@ -32,14 +32,23 @@ const (
 )
 
 var (
-	flagRuntime      = flag.String("runtime", containerd.Default, "managed runtime ("+containerd.Containerd16+", "+containerd.Containerd24+") or a dir holding a containerd build")
-	flagReportDir    = flag.String("report-dir", "", "write junit.xml, report.json and artifacts here")
-	flagWorkDir      = flag.String("work-dir", "_output/work", "instance work dirs (runtime root, logs, CNI dirs) go under here")
-	flagStateRoot    = flag.String("state-root", "/run/cnifault", "instance state dirs (sockets, netns mounts) go under here; keep it short")
-	flagCacheDir     = flag.String("cache-dir", containerd.DefaultCacheDir(), "where hack/deps.sh caches built runtimes")
-	flagCNIPluginDir = flag.String("cni-plugin-dir", "_output/cni/bin", "reference CNI plugins built by hack/deps.sh")
-	flagPauseBinary  = flag.String("pause-binary", "_output/bin/cnifault-pause", "static pause binary for the sandbox image")
-	flagFaultPlugin  = flag.String("fault-plugin", "_output/bin/cni-fault", "the cni-fault plugin binary")
+	flagRuntime       = flag.String("runtime", containerd.Default, "managed runtime ("+containerd.Containerd16+", "+containerd.Containerd24+") or a dir holding a containerd build")
+	flagReportDir     = flag.String("report-dir", "", "write junit.xml, report.json and artifacts here")
+	flagWorkDir       = flag.String("work-dir", "_output/work", "instance work dirs (runtime root, logs, CNI dirs) go under here")
+	flagStateRoot     = flag.String("state-root", "/run/cnifault", "instance state dirs (sockets, netns mounts) go under here; keep it short")
+	flagCacheDir      = flag.String("cache-dir", containerd.DefaultCacheDir(), "where hack/deps.sh caches built runtimes")
+	flagCNIPluginDir  = flag.String("cni-plugin-dir", "_output/cni/bin", "reference CNI plugins built by hack/deps.sh")
+	flagPauseBinary   = flag.String("pause-binary", "_output/bin/cnifault-pause", "static pause binary for the sandbox image")
+	flagFaultPlugin   = flag.String("fault-plugin", "_output/bin/cni-fault", "the cni-fault plugin binary")
+	flagKnownFailures = flag.String("known-failures", "", "YAML file of known failures: listed failures become xfail (exit 0), listed passes xpass")
+	flagContainerd    = flag.String("containerd-bin-dir", "", "a dir holding a containerd build (containerd, containerd-shim-runc-v2, ctr) to bring up instead of --runtime")
+
+	// External endpoint mode: a runtime already running on the node.
+	flagEndpoint     = flag.String("runtime-endpoint", "", "test the runtime already serving this CRI endpoint (unix://…) instead of a managed one")
+	flagCNIConfDir   = flag.String("cni-conf-dir", "", "external mode: the runtime's CNI config dir")
+	flagCNIBinDir    = flag.String("cni-bin-dir", "", "external mode: the runtime's CNI plugin dir")
+	flagNetNSDir     = flag.String("netns-dir", "", "external mode: where the runtime mounts pod netns (default: asked from the runtime)")
+	flagSandboxImage = flag.String("sandbox-image", "", "external mode: the runtime's sandbox image (default: asked from the runtime)")
 )
 
 // runtime is the instance under test in this process; runID is shared by
@@ -59,9 +68,35 @@ func init() {
 }
 
 func TestMain(m *testing.M) {
+	if handled, code := runCommand(os.Args[1:], os.Stdout, os.Stderr); handled {
+		os.Exit(code)
+	}
+	if len(os.Args) > 1 && os.Args[1] == "list" {
+		os.Exit(list(m))
+	}
 	flag.Parse()
 	m.Run()
 	os.Exit(exitCode)
+}
+
+// list walks the spec tree without running anything (Ginkgo's dry run) and
+// prints the catalog.
+func list(m *testing.M) int {
+	listMode = true
+	os.Args = []string{os.Args[0], "-ginkgo.dry-run", "-ginkgo.no-color"}
+	flag.Parse()
+	// Ginkgo's reporter holds on to fd 1: silence the dry run at fd level.
+	saved, err := unix.Dup(1)
+	if err != nil {
+		return report.ExitHarness
+	}
+	if devnull, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0); err == nil {
+		_ = unix.Dup2(int(devnull.Fd()), 1)
+	}
+	m.Run()
+	_ = unix.Dup2(saved, 1)
+	printList(os.Stdout)
+	return report.ExitPass
 }
 
 func TestCNIFault(t *testing.T) {
@@ -77,32 +112,57 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	Expect(os.Geteuid()).To(BeZero(), "cnifault runs containerd, mounts netns and creates links: run it as root")
 	runID = newRunID()
 
-	By("bringing up " + *flagRuntime)
 	instance := fmt.Sprintf("%s-p%d", runID, GinkgoParallelProcess())
 	var err error
-	runtime, err = runtimes.Start(ctx, runtimes.Options{
-		Runtime:      *flagRuntime,
-		CacheDir:     *flagCacheDir,
-		WorkDir:      absPath(filepath.Join(*flagWorkDir, filepath.Base(*flagRuntime)+"-"+instance)),
-		StateDir:     filepath.Join(*flagStateRoot, instance),
-		CNIPluginDir: absPath(*flagCNIPluginDir),
-		ExtraPlugins: []string{absPath(*flagFaultPlugin)},
-		PauseBinary:  absPath(*flagPauseBinary),
-		Log:          GinkgoWriter,
-	})
-	Expect(err).NotTo(HaveOccurred(), "bringing up %s", *flagRuntime)
+	if *flagEndpoint != "" {
+		By("checking the runtime at " + *flagEndpoint)
+		runtime, err = runtimes.StartExternal(ctx, runtimes.ExternalOptions{
+			Endpoint:     *flagEndpoint,
+			CNIConfDir:   *flagCNIConfDir,
+			CNIBinDir:    *flagCNIBinDir,
+			NetNSDir:     *flagNetNSDir,
+			SandboxImage: *flagSandboxImage,
+			FaultPlugin:  absPath(*flagFaultPlugin),
+			WorkDir:      absPath(filepath.Join(*flagWorkDir, "external-"+instance)),
+			RunID:        runID,
+			CgroupParent: "/cnifault-" + instance,
+			Log:          GinkgoWriter,
+		})
+		Expect(err).NotTo(HaveOccurred(), "the external runtime at %s", *flagEndpoint)
+	} else {
+		name := *flagRuntime
+		if *flagContainerd != "" {
+			name = *flagContainerd
+		}
+		By("bringing up " + name)
+		runtime, err = runtimes.Start(ctx, runtimes.Options{
+			Runtime:      name,
+			CacheDir:     *flagCacheDir,
+			WorkDir:      absPath(filepath.Join(*flagWorkDir, filepath.Base(name)+"-"+instance)),
+			StateDir:     filepath.Join(*flagStateRoot, instance),
+			CNIPluginDir: absPath(*flagCNIPluginDir),
+			ExtraPlugins: []string{absPath(*flagFaultPlugin)},
+			PauseBinary:  absPath(*flagPauseBinary),
+			Log:          GinkgoWriter,
+		})
+		Expect(err).NotTo(HaveOccurred(), "bringing up %s", name)
+	}
 	DeferCleanup(func(ctx SpecContext) {
 		Expect(runtime.Teardown(ctx)).To(Succeed())
 	}, NodeTimeout(runtimeTeardownTimeout))
 
 	v, err := runtime.CRI().Version(ctx)
 	Expect(err).NotTo(HaveOccurred())
+	managed := runtime.Name()
+	if _, ok := runtime.(runtimes.Controllable); !ok {
+		managed = ""
+	}
 	AddReportEntry(runtimeEntry, report.Runtime{
 		Name:       v.GetRuntimeName(),
 		Version:    v.GetRuntimeVersion(),
 		CRIVersion: v.GetRuntimeApiVersion(),
 		Endpoint:   runtime.Endpoint(),
-		Managed:    runtime.Name(),
+		Managed:    managed,
 		Details:    runtime.Details(),
 	}, ReportEntryVisibilityNever)
 }, NodeTimeout(runtimeStartTimeout))

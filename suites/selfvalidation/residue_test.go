@@ -43,6 +43,13 @@ func unrelated(dir, name string) bool {
 	return true
 }
 
+// harnessProcesses are the programs a run starts, directly or through a
+// runtime.
+var harnessProcesses = []string{
+	"cnifault", "cni-fault", "cnifault-pause", "pause", "containerd", "containerd-shim-runc-v2",
+	"runc", "crio", "conmon", "pinns", "bridge", "host-local", "loopback", "portmap",
+}
+
 func takeNodeState() *nodeState {
 	s := &nodeState{}
 	pids, _ := host.Pids()
@@ -52,7 +59,7 @@ func takeNodeState() *nodeState {
 			continue
 		}
 		line := strings.Join(args, " ")
-		if strings.Contains(line, "containerd") || strings.Contains(line, "pause") || strings.Contains(line, "cnifault.test") {
+		if slices.Contains(harnessProcesses, filepath.Base(args[0])) || strings.Contains(line, "containerd") {
 			s.Processes = append(s.Processes, fmt.Sprintf("%d %s", pid, line))
 		}
 	}

@@ -41,7 +41,7 @@ func suiteBinary() string {
 	if b := os.Getenv("CNIFAULT_SUITE_BINARY"); b != "" {
 		return b
 	}
-	return filepath.Join(repoRoot, "_output", "bin", "cnifault.test")
+	return filepath.Join(repoRoot, "_output", "bin", "cnifault")
 }
 
 // run is one run of the CNI suite.

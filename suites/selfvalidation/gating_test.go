@@ -1,0 +1,120 @@
+package selfvalidation_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/cnifault/cnifault/fixtures/containerd"
+	"github.com/cnifault/cnifault/fixtures/report"
+)
+
+// partialOnly keeps gating runs short: the partial-ADD scenarios (two fail
+// on containerd 2.4) and the control (passes).
+const partialOnly = "-ginkgo.label-filter=fault:partial || control"
+
+// runGated runs a subset of the suite with extra flags and reads its report.
+func runGated(ctx context.Context, name string, extra ...string) run {
+	GinkgoHelper()
+	reportDir := filepath.Join(repoRoot, "_output", "reports", name)
+	Expect(os.RemoveAll(reportDir)).To(Succeed())
+	cmd := suiteCommand(ctx, "containerd-2.4", reportDir, filepath.Join(repoRoot, "_output", "work-"+name), extra...)
+	out, err := cmd.CombinedOutput()
+	GinkgoWriter.Printf("%s\n", out)
+	r := run{Output: string(out)}
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		r.ExitCode = exit.ExitCode()
+	} else {
+		Expect(err).NotTo(HaveOccurred())
+	}
+	r.Report, err = report.Read(filepath.Join(reportDir, "report.json"))
+	Expect(err).NotTo(HaveOccurred(), string(out))
+	return r
+}
+
+// knownFailures writes a known-failures file for the test.
+func knownFailures(content string) string {
+	GinkgoHelper()
+	p := filepath.Join(GinkgoT().TempDir(), "known-failures.yaml")
+	Expect(os.WriteFile(p, []byte(content), 0o644)).To(Succeed())
+	return p
+}
+
+var _ = Describe("A CI gate with known failures", Label("gating"), func() {
+	When("every failure is listed and a passing scenario is listed too", func() {
+		It("reports xfail and a loud xpass and exits 0", func(ctx SpecContext) {
+			list := knownFailures(`
+- scenario: partial-add-del-fails
+  runtime: containerd
+  versions: ">=2.0.0"
+  reason: containerd issue 12130
+  link: https://github.com/containerd/containerd/issues/12130
+- scenario: partial-add-del-fails-once
+  runtime: containerd-2.4
+  reason: containerd issue 12130
+- scenario: healthy-network
+  reason: listed by mistake
+`)
+			r := runGated(ctx, "gating-all-known", "--known-failures", list, partialOnly)
+			Expect(r.ExitCode).To(Equal(report.ExitPass), r.Output)
+			Expect(r.Report.Scenario("partial-add-del-fails").Verdict).To(Equal(report.XFail))
+			Expect(r.Report.Scenario("partial-add-del-fails").KnownFailure).NotTo(BeNil())
+			Expect(r.Report.Scenario("partial-add-del-fails-once").Verdict).To(Equal(report.XFail))
+			Expect(r.Report.Scenario("healthy-network").Verdict).To(Equal(report.XPass))
+			Expect(r.Report.Scenario("partial-add").Verdict).To(Equal(report.Pass))
+			Expect(r.Output).To(ContainSubstring(report.XPassNotice))
+		}, SpecTimeout(suiteRunTimeout))
+	})
+
+	When("a failure is not listed, or its version range does not match", func() {
+		It("still fails the run", func(ctx SpecContext) {
+			list := knownFailures(`
+- scenario: partial-add-del-fails
+  runtime: containerd
+  reason: containerd issue 12130
+- scenario: partial-add-del-fails-once
+  runtime: containerd
+  versions: "<2.0.0"
+  reason: only old versions
+`)
+			r := runGated(ctx, "gating-unlisted", "--known-failures", list, partialOnly)
+			Expect(r.ExitCode).To(Equal(report.ExitFail), r.Output)
+			Expect(r.Report.Scenario("partial-add-del-fails").Verdict).To(Equal(report.XFail))
+			Expect(r.Report.Scenario("partial-add-del-fails-once").Verdict).To(Equal(report.Fail))
+		}, SpecTimeout(suiteRunTimeout))
+	})
+
+	When("the known-failures file is invalid", func() {
+		It("exits 2: the gate cannot be trusted", func(ctx SpecContext) {
+			list := knownFailures("- scenario: partial-add\n  resaon: typo\n")
+			r := runGated(ctx, "gating-invalid", "--known-failures", list, "-ginkgo.label-filter=control")
+			Expect(r.ExitCode).To(Equal(report.ExitHarness), r.Output)
+		}, SpecTimeout(suiteRunTimeout))
+	})
+})
+
+var _ = Describe("A containerd build that is none of the named runtimes", Label("any-build"), func() {
+	It("is brought up from its bin dir, its config version detected from the binary", func(ctx SpecContext) {
+		// A vendor's build in a dir of its own: here the 2.4.2 binaries
+		// copied elsewhere, so nothing but the path tells the harness.
+		dir := GinkgoT().TempDir()
+		src := filepath.Join(containerd.DefaultCacheDir(), "containerd-"+containerd.Containerd24Version, "bin")
+		for _, b := range []string{"containerd", "containerd-shim-runc-v2", "ctr"} {
+			raw, err := os.ReadFile(filepath.Join(src, b))
+			Expect(err).NotTo(HaveOccurred())
+			Expect(os.WriteFile(filepath.Join(dir, b), raw, 0o755)).To(Succeed())
+		}
+		r := runGated(ctx, "any-build", "--containerd-bin-dir", dir, "-ginkgo.label-filter=control")
+		Expect(r.ExitCode).To(Equal(report.ExitPass), r.Output)
+		Expect(r.Report.Runtime.Managed).To(Equal("containerd@" + dir))
+		Expect(r.Report.Runtime.Version).To(HavePrefix("2.4.2"))
+		Expect(r.Report.Runtime.Details).To(HaveKeyWithValue("config_version", "3"))
+		Expect(r.Report.Scenario("healthy-network").Verdict).To(Equal(report.Pass))
+	}, SpecTimeout(suiteRunTimeout))
+})
