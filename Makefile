@@ -1,5 +1,5 @@
 # cnifault: CNI fault-injection conformance for container runtimes.
-#   make e2e [RUNTIME=containerd-1.6|containerd-2.4|/path/to/containerd/bin]
+#   make e2e [RUNTIME=containerd-1.6|containerd-2.4|crio-1.34|/path/to/containerd/bin]
 #   make test
 # Both need root on Debian 12; `make deps` installs and builds what they use.
 
@@ -26,13 +26,17 @@ all: build
 deps:
 	bash hack/deps.sh
 
-build: $(BIN)/cnifault-pause $(BIN)/cni-fault $(BIN)/cnifault
+build: $(BIN)/cnifault-pause $(BIN)/cni-fault $(BIN)/cnifault-runc-wrapper $(BIN)/cnifault
 
 $(BIN)/cnifault-pause: FORCE
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags=-s\ -w -o $@ ./cmd/cnifault-pause
 
 $(BIN)/cni-fault: FORCE
 	CGO_ENABLED=0 $(GO) build -trimpath -o $@ ./cmd/cni-fault
+
+# runc stand-in for CRI-O on hosts that refuse to lower oom_score_adj.
+$(BIN)/cnifault-runc-wrapper: FORCE
+	CGO_ENABLED=0 $(GO) build -trimpath -o $@ ./cmd/cnifault-runc-wrapper
 
 # The cnifault binary is the CNI suite compiled, as critest is: it runs on a
 # node without a Go toolchain.
@@ -42,7 +46,7 @@ $(BIN)/cnifault: FORCE
 # The suite binary is run directly by make (no shell in between), so that it
 # is make's child and learns of make's death (PR_SET_PDEATHSIG) to tear down.
 e2e: deps build
-	$(BIN)/cnifault --runtime $(RUNTIME) --report-dir $(REPORT_DIR) --work-dir $(OUT)/work --cni-plugin-dir $(OUT)/cni/bin --pause-binary $(BIN)/cnifault-pause --fault-plugin $(BIN)/cni-fault $(if $(KNOWN_FAILURES),--known-failures $(abspath $(KNOWN_FAILURES))) $(GINKGO_CI_FLAGS) $(GINKGO_FLAGS)
+	$(BIN)/cnifault --runtime $(RUNTIME) --report-dir $(REPORT_DIR) --work-dir $(OUT)/work --cni-plugin-dir $(OUT)/cni/bin --pause-binary $(BIN)/cnifault-pause --fault-plugin $(BIN)/cni-fault --runc-wrapper $(BIN)/cnifault-runc-wrapper $(if $(KNOWN_FAILURES),--known-failures $(abspath $(KNOWN_FAILURES))) $(GINKGO_CI_FLAGS) $(GINKGO_FLAGS)
 
 test: deps build vet unit selfvalidate
 
@@ -64,9 +68,9 @@ unit:
 selfvalidate:
 	CNIFAULT_REQUIRE=1 CNIFAULT_SUITE_BINARY=$(BIN)/cnifault $(GO) test -count=1 -timeout 30m ./suites/selfvalidation
 
-# The README's verdict matrix, from the reports of both managed runtimes
+# The README's verdict matrix, from the reports of the managed runtimes
 # (run `make e2e` for each, or `make test`, first).
-VERDICT_REPORTS = $(OUT)/reports/containerd-1.6/report.json $(OUT)/reports/containerd-2.4/report.json
+VERDICT_REPORTS = $(OUT)/reports/containerd-1.6/report.json $(OUT)/reports/containerd-2.4/report.json $(OUT)/reports/crio-1.34/report.json
 verdict-table: $(BIN)/cnifault
 	$(BIN)/cnifault compare --readme README.md $(VERDICT_REPORTS)
 

@@ -6,13 +6,17 @@
 # version, so a fresh CI clone on the same node reuses them:
 #   $CNIFAULT_CACHE/containerd-v2.4.2/bin   containerd 2.4.2 built from its module
 #   $CNIFAULT_CACHE/cni-plugins-<ver>/      reference CNI plugins from go.mod's pin
+#   $CNIFAULT_CACHE/crio-v1.34.0/bin        crio and pinns (hack/build-crio.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 CACHE="${CNIFAULT_CACHE:-${HOME:-/root}/.cache/cnifault}"
 OUT="${OUTPUT_DIR:-_output}"
 CONTAINERD_VERSION="${CONTAINERD_VERSION:-v2.4.2}"
-APT_PACKAGES=(containerd runc iproute2 iptables util-linux ca-certificates)
+# conmon and skopeo serve the crio-1.34 managed runtime (CRI-O's per-pod
+# monitor, and the import of the pause image into its storage); make and a C
+# compiler build its pinns.
+APT_PACKAGES=(containerd runc iproute2 iptables util-linux ca-certificates conmon skopeo make gcc libc6-dev)
 
 log() { printf '[deps] %s\n' "$*"; }
 
@@ -63,4 +67,8 @@ if [[ ! -x "$ctrd_cache/containerd" || ! -x "$ctrd_cache/containerd-shim-runc-v2
     "github.com/containerd/containerd/v2/cmd/ctr@$CONTAINERD_VERSION")
   rm -rf "$ctrd_cache" && mv "$ctrd_cache.tmp" "$ctrd_cache"
 fi
-log "ready: containerd $(/usr/bin/containerd --version | awk '{print $3}') (Debian), containerd $CONTAINERD_VERSION (cache), CNI plugins $plugins_version"
+
+# CRI-O from its module, for the crio-1.34 managed runtime.
+CNIFAULT_CACHE="$CACHE" bash hack/build-crio.sh
+
+log "ready: containerd $(/usr/bin/containerd --version | awk '{print $3}') (Debian), containerd $CONTAINERD_VERSION (cache), CRI-O v1.34.0 (cache), CNI plugins $plugins_version"

@@ -24,6 +24,7 @@ import (
 // parallel processes as JSON.
 const (
 	runtimeEntry  = "cnifault.runtime"
+	pluginsEntry  = "cnifault.cni-plugins"
 	scenarioEntry = "cnifault.scenario"
 	verdictEntry  = "cnifault.verdict"
 )
@@ -104,9 +105,6 @@ var _ = ReportAfterSuite("cnifault report", func(r Report) {
 	rep := buildReport(r)
 	rep.Host = report.ProbeHost()
 	rep.Command = report.CommandLine(os.Args...)
-	if runtime != nil {
-		rep.CNIPlugins = report.PluginVersions(runtime.CNIBinDir(), "bridge", "host-local", "loopback", "portmap", cniconf.FaultPluginType)
-	}
 	if *flagKnownFailures != "" {
 		known, err := report.LoadKnownFailures(*flagKnownFailures)
 		if err != nil {
@@ -155,6 +153,7 @@ func buildReport(r Report) *report.Report {
 	for _, s := range r.SpecReports {
 		if s.LeafNodeType.Is(types.NodeTypeBeforeSuite | types.NodeTypeSynchronizedBeforeSuite) {
 			decodeEntry(s, runtimeEntry, &rep.Runtime)
+			decodeEntry(s, pluginsEntry, &rep.CNIPlugins)
 		}
 		if s.LeafNodeType.Is(types.NodeTypesForSuiteLevelNodes) && s.State.Is(types.SpecStateFailureStates) {
 			harness = append(harness, fmt.Sprintf("%s: %s", s.LeafNodeType, s.Failure.Message))

@@ -33,7 +33,14 @@ const (
 	// criCallTimeout is the client deadline of one CRI call, as kubelet's
 	// runtime-request-timeout would be.
 	criCallTimeout = 30 * time.Second
-	pollInterval   = 100 * time.Millisecond
+	// mayBlockCallTimeout is the client deadline of a RunPodSandbox that a
+	// runtime may hold rather than fail while its network is not ready
+	// (CRI-O waits for CNI readiness; containerd fails at once). The
+	// contract then applies once the call has timed out: it failed, and
+	// nothing it made may be left. Kubelet would give up at the same point
+	// and retry.
+	mayBlockCallTimeout = 5 * time.Second
+	pollInterval        = 100 * time.Millisecond
 	// kernelSettle is how long the kernel may take to destroy a released
 	// network namespace and the veths inside it.
 	kernelSettle = 2 * time.Second
@@ -127,6 +134,7 @@ func (sc *scenario) target() inspect.Target {
 		MountRoots:   inv.MountRoots,
 		IPAMDirs:     []string{sc.Network.IPAMDataDir},
 		Address:      inv.Address,
+		ProcessArgs:  inv.ProcessArgs,
 		Bridges:      []string{sc.Network.Bridge},
 		CNICacheDirs: inv.CNICacheDirs,
 		// containerd attaches loopback as its own network, "cni-loopback".
@@ -138,6 +146,41 @@ func (sc *scenario) target() inspect.Target {
 // runtime reports NetworkReady with exactly this network loaded.
 func (sc *scenario) InstallNetwork(ctx SpecContext, l cniconf.NetworkList) {
 	GinkgoHelper()
+	sc.writeList(ctx, l)
+	Eventually(func(g Gomega) {
+		st, err := runtimes.Network(ctx, runtime)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(st.Ready).To(BeTrue(), "NetworkReady is false: %s %s (last load: %s)", st.Reason, st.Message, st.LastLoad)
+		g.Expect(st.HoldsNetwork(l.Name)).To(BeTrue(), "the runtime holds another CNI config: %s %v", st.CNIConfig, st.Networks)
+	}).WithContext(ctx).WithTimeout(networkSettleTimeout).WithPolling(pollInterval).Should(Succeed(),
+		"the runtime did not load network %q", l.Name)
+}
+
+// InstallNetworkOrRefusal is InstallNetwork for a list that a runtime may
+// refuse to load (CRI-O validates a list's plugins when it loads it): it
+// also accepts a runtime that reports NetworkReady=false and names the file
+// as refused. Then no ADD can happen, and the journal says nothing of DEL.
+func (sc *scenario) InstallNetworkOrRefusal(ctx SpecContext, l cniconf.NetworkList) {
+	GinkgoHelper()
+	sc.writeList(ctx, l)
+	file := filepath.Join(runtime.CNIConfDir(), confFile)
+	Eventually(func(g Gomega) {
+		st, err := runtimes.Network(ctx, runtime)
+		g.Expect(err).NotTo(HaveOccurred())
+		if _, refused := st.Refused[file]; refused && !st.Ready {
+			GinkgoWriter.Printf("the runtime refused %s: %s\n", file, st.Refused[file])
+			sc.observed = false
+			return
+		}
+		g.Expect(st.Ready).To(BeTrue(), "NetworkReady is false: %s %s (last load: %s)", st.Reason, st.Message, st.LastLoad)
+		g.Expect(st.HoldsNetwork(l.Name)).To(BeTrue(), "the runtime holds another CNI config: %s %v", st.CNIConfig, st.Networks)
+	}).WithContext(ctx).WithTimeout(networkSettleTimeout).WithPolling(pollInterval).Should(Succeed(),
+		"the runtime neither loaded nor refused network %q", l.Name)
+}
+
+// writeList writes l as the only config and tells the runtime.
+func (sc *scenario) writeList(ctx SpecContext, l cniconf.NetworkList) {
+	GinkgoHelper()
 	raw, err := l.Bytes()
 	Expect(err).NotTo(HaveOccurred())
 	sc.conflist = raw
@@ -145,13 +188,7 @@ func (sc *scenario) InstallNetwork(ctx SpecContext, l cniconf.NetworkList) {
 	dir := cniconf.ConfDir(runtime.CNIConfDir())
 	Expect(dir.Clear()).To(Succeed())
 	Expect(dir.WriteList(confFile, l)).To(Succeed())
-	Eventually(func(g Gomega) {
-		st, err := runtime.CRI().Network(ctx)
-		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(st.Ready).To(BeTrue(), "NetworkReady is false: %s %s (last load: %s)", st.Reason, st.Message, st.LastLoad)
-		g.Expect(st.HoldsNetwork(l.Name)).To(BeTrue(), "the runtime holds another CNI config: %s", st.CNIConfig)
-	}).WithContext(ctx).WithTimeout(networkSettleTimeout).WithPolling(pollInterval).Should(Succeed(),
-		"the runtime did not load network %q", l.Name)
+	Expect(runtimes.NetworkConfigChanged(ctx, runtime)).To(Succeed(), "the runtime did not take up the new config")
 }
 
 // InstallMalformed writes content as the only config and waits until the
@@ -163,6 +200,7 @@ func (sc *scenario) InstallMalformed(ctx SpecContext, content []byte) {
 	dir := cniconf.ConfDir(runtime.CNIConfDir())
 	Expect(dir.Clear()).To(Succeed())
 	Expect(dir.WriteRaw(confFile, content)).To(Succeed())
+	Expect(runtimes.NetworkConfigChanged(ctx, runtime)).To(Succeed(), "the runtime did not take up the new config")
 	sc.waitNetworkNotReady(ctx)
 }
 
@@ -173,15 +211,16 @@ func (sc *scenario) InstallNoNetwork(ctx SpecContext) {
 	sc.conflist = nil
 	sc.observed = false
 	Expect(cniconf.ConfDir(runtime.CNIConfDir()).Clear()).To(Succeed())
+	Expect(runtimes.NetworkConfigChanged(ctx, runtime)).To(Succeed(), "the runtime did not take up the new config")
 	sc.waitNetworkNotReady(ctx)
 }
 
 func (sc *scenario) waitNetworkNotReady(ctx SpecContext) {
 	GinkgoHelper()
 	Eventually(func(g Gomega) {
-		st, err := runtime.CRI().Network(ctx)
+		st, err := runtimes.Network(ctx, runtime)
 		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(st.Ready).To(BeFalse(), "the runtime still reports NetworkReady with %s", st.CNIConfig)
+		g.Expect(st.Ready).To(BeFalse(), "the runtime still reports NetworkReady with %s %v", st.CNIConfig, st.Networks)
 	}).WithContext(ctx).WithTimeout(networkSettleTimeout).WithPolling(pollInterval).Should(Succeed(),
 		"the runtime did not drop its CNI config")
 }
@@ -287,8 +326,11 @@ func (sc *scenario) restore(ctx SpecContext) {
 	if err := dir.Clear(); err == nil {
 		_ = dir.WriteList(confFile, healthy)
 	}
+	if err := runtimes.NetworkConfigChanged(ctx, runtime); err != nil {
+		GinkgoWriter.Printf("restore: the runtime did not take up the healthy network: %v\n", err)
+	}
 	Eventually(func(g Gomega) {
-		st, err := runtime.CRI().Network(ctx)
+		st, err := runtimes.Network(ctx, runtime)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(st.HoldsNetwork(healthy.Name)).To(BeTrue())
 	}).WithContext(ctx).WithTimeout(networkSettleTimeout).WithPolling(pollInterval).Should(Succeed())

@@ -1,6 +1,8 @@
 package cni_test
 
 import (
+	"time"
+
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 )
@@ -9,10 +11,17 @@ import (
 // RunPodSandbox returns an error, and right after it the instance holds
 // nothing the call created.
 func itFailsAndLeavesNothing(current func() *scenario) {
+	itFailsAndLeavesNothingWithin(current, criCallTimeout)
+}
+
+// itFailsAndLeavesNothingWithin is itFailsAndLeavesNothing with the client
+// deadline d: a call the runtime holds past it has failed for the client,
+// and is held to the same contract once it timed out.
+func itFailsAndLeavesNothingWithin(current func() *scenario, d time.Duration) {
 	It("fails and leaves nothing behind", func(ctx SpecContext) {
 		sc := current()
 		By("running a pod sandbox")
-		_, err := sc.RunSandboxE(ctx)
+		_, err := sc.RunSandboxWithin(ctx, d)
 		contract.Expect(err).To(HaveOccurred(), "RunPodSandbox succeeded despite the fault")
 
 		By("inventorying the instance right after the failed call")

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	. "github.com/onsi/gomega"
 	"golang.org/x/sys/unix"
 
+	"github.com/cnifault/cnifault/cniconf"
 	"github.com/cnifault/cnifault/fixtures/containerd"
 	"github.com/cnifault/cnifault/fixtures/report"
 	"github.com/cnifault/cnifault/fixtures/runtimes"
@@ -32,7 +34,7 @@ const (
 )
 
 var (
-	flagRuntime       = flag.String("runtime", containerd.Default, "managed runtime ("+containerd.Containerd16+", "+containerd.Containerd24+") or a dir holding a containerd build")
+	flagRuntime       = flag.String("runtime", containerd.Default, "managed runtime ("+strings.Join(runtimes.Managed(), ", ")+") or a dir holding a containerd build")
 	flagReportDir     = flag.String("report-dir", "", "write junit.xml, report.json and artifacts here")
 	flagWorkDir       = flag.String("work-dir", "_output/work", "instance work dirs (runtime root, logs, CNI dirs) go under here")
 	flagStateRoot     = flag.String("state-root", "/run/cnifault", "instance state dirs (sockets, netns mounts) go under here; keep it short")
@@ -40,6 +42,7 @@ var (
 	flagCNIPluginDir  = flag.String("cni-plugin-dir", "_output/cni/bin", "reference CNI plugins built by hack/deps.sh")
 	flagPauseBinary   = flag.String("pause-binary", "_output/bin/cnifault-pause", "static pause binary for the sandbox image")
 	flagFaultPlugin   = flag.String("fault-plugin", "_output/bin/cni-fault", "the cni-fault plugin binary")
+	flagRuncWrapper   = flag.String("runc-wrapper", "_output/bin/cnifault-runc-wrapper", "runc stand-in for hosts that refuse what a runtime asks of runc (used only where a probe shows the need)")
 	flagKnownFailures = flag.String("known-failures", "", "YAML file of known failures: listed failures become xfail (exit 0), listed passes xpass")
 	flagContainerd    = flag.String("containerd-bin-dir", "", "a dir holding a containerd build (containerd, containerd-shim-runc-v2, ctr) to bring up instead of --runtime")
 
@@ -143,6 +146,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 			CNIPluginDir: absPath(*flagCNIPluginDir),
 			ExtraPlugins: []string{absPath(*flagFaultPlugin)},
 			PauseBinary:  absPath(*flagPauseBinary),
+			RuncWrapper:  absPath(*flagRuncWrapper),
 			Log:          GinkgoWriter,
 		})
 		Expect(err).NotTo(HaveOccurred(), "bringing up %s", name)
@@ -165,6 +169,9 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 		Managed:    managed,
 		Details:    runtime.Details(),
 	}, ReportEntryVisibilityNever)
+	// Read now: teardown removes an instance's bin dir.
+	AddReportEntry(pluginsEntry, report.PluginVersions(runtime.CNIBinDir(),
+		"bridge", "host-local", "loopback", "portmap", cniconf.FaultPluginType), ReportEntryVisibilityNever)
 }, NodeTimeout(runtimeStartTimeout))
 
 func newRunID() string {

@@ -21,21 +21,23 @@ type nodeState struct {
 	Files     []string // entries of node dirs a runtime or CNI could touch
 }
 
-// nodeDirs are the node-wide places a containerd instance or a CNI plugin
-// writes to when not told otherwise.
+// nodeDirs are the node-wide places a containerd or CRI-O instance, skopeo
+// or a CNI plugin writes to when not told otherwise.
 var nodeDirs = []string{
 	"/run/cnifault", "/run/containerd", "/run/containerd/s", "/run/netns", "/var/run/nri",
 	"/var/lib/cni", "/var/lib/cni/results", "/var/lib/cni/networks", "/opt/containerd", "/tmp",
+	"/var/lib/containers", "/var/lib/containers/cache", "/run/containers", "/var/run/crio",
+	"/var/lib/crio", "/etc/crio", "/var/log/crio", "/etc/containers", "/var/tmp",
 }
 
 // unrelated reports node files other software makes while the harness runs:
-// /tmp belongs to everybody, so only names a runtime or CNI could have made
-// there count.
+// /tmp and /var/tmp belong to everybody, so only names a runtime, skopeo or
+// CNI could have made there count.
 func unrelated(dir, name string) bool {
-	if dir != "/tmp" {
+	if dir != "/tmp" && dir != "/var/tmp" {
 		return false
 	}
-	for _, p := range []string{"cnifault", "containerd", "cni", "ctr", "runc", "pause"} {
+	for _, p := range []string{"cnifault", "containerd", "cni", "ctr", "runc", "pause", "crio", "conmon", "skopeo", "container", "storage"} {
 		if strings.Contains(strings.ToLower(name), p) {
 			return false
 		}
