@@ -8,6 +8,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"github.com/onsi/gomega/gbytes"
 	"github.com/vishvananda/netlink"
 
 	"github.com/cnifault/cnifault/fixtures/host"
@@ -19,12 +20,23 @@ const interruptTimeout = 90 * time.Second
 // startedRuntime waits until a suite run has a live containerd in workDir.
 func startedRuntime(workDir string) func(g Gomega) {
 	return func(g Gomega) {
-		pidFiles, _ := filepath.Glob(filepath.Join(workDir, "*", "containerd.pid"))
+		// containerd.pid or crio.pid: the daemon of the managed runtime.
+		pidFiles, _ := filepath.Glob(filepath.Join(workDir, "*", "*.pid"))
 		g.Expect(pidFiles).To(HaveLen(1))
 		pid, err := host.ReadPidFile(pidFiles[0])
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(host.Alive(pid)).To(BeTrue())
 	}
+}
+
+// stopHarness interrupts a harness run that a failed spec left running, the
+// way a user would, so that it still tears down.
+func stopHarness(cmd *exec.Cmd) {
+	if cmd.ProcessState != nil {
+		return
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	_ = cmd.Wait()
 }
 
 var _ = Describe("An interrupted run", Label("interrupt"), Serial, func() {
@@ -38,13 +50,17 @@ var _ = Describe("An interrupted run", Label("interrupt"), Serial, func() {
 	})
 
 	When("the harness gets SIGTERM while the runtime is up", func() {
-		It("tears the runtime down and leaves nothing", func(ctx SpecContext) {
-			cmd := suiteCommand(ctx, "containerd-2.4", reportDir, workDir)
+		DescribeTable("tears the runtime down and leaves nothing", func(ctx SpecContext, runtime string) {
+			cmd := suiteCommand(ctx, runtime, reportDir, workDir)
+			out := gbytes.NewBuffer()
+			cmd.Stdout, cmd.Stderr = out, GinkgoWriter
 			Expect(cmd.Start()).To(Succeed())
-			DeferCleanup(func() { _ = cmd.Process.Kill() })
+			DeferCleanup(stopHarness, cmd)
 
-			By("waiting for the managed containerd to come up")
-			Eventually(startedRuntime(workDir)).WithContext(ctx).WithTimeout(time.Minute).WithPolling(20 * time.Millisecond).Should(Succeed())
+			By("waiting until the runtime is up and a scenario is running")
+			// The progress line of a scenario's start, printed in CI logs.
+			Eventually(out).WithContext(ctx).WithTimeout(time.Minute).WithPolling(20 * time.Millisecond).Should(gbytes.Say(`RUN +\S+`))
+			Eventually(startedRuntime(workDir)).WithContext(ctx).Should(Succeed())
 
 			By("sending SIGTERM to the harness")
 			Expect(cmd.Process.Signal(syscall.SIGTERM)).To(Succeed())
@@ -53,7 +69,11 @@ var _ = Describe("An interrupted run", Label("interrupt"), Serial, func() {
 
 			By("inspecting the node")
 			Expect(takeNodeState()).To(matchNodeState(before))
-		}, SpecTimeout(interruptTimeout))
+		},
+			Entry("containerd-2.4", "containerd-2.4", SpecTimeout(interruptTimeout)),
+			Entry("containerd-1.6", "containerd-1.6", SpecTimeout(interruptTimeout)),
+			Entry("crio-1.34", "crio-1.34", SpecTimeout(interruptTimeout)),
+		)
 	})
 
 	When("the process that started the harness dies (make killed by SIGTERM)", func() {
