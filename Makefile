@@ -7,7 +7,9 @@ RUNTIME ?= containerd-2.4
 GO      ?= go
 OUT     := $(CURDIR)/_output
 BIN     := $(OUT)/bin
-REPORT_DIR ?= $(OUT)/reports/$(notdir $(RUNTIME))
+# Reports go to _output/reports/<runtime>; a bin dir given as RUNTIME is named
+# by its path (/opt/vendor/bin -> opt_vendor_bin).
+REPORT_DIR ?= $(OUT)/reports/$(subst /,_,$(patsubst /%,%,$(RUNTIME)))
 # Ginkgo flags for the suite binary, e.g. GINKGO_FLAGS=-ginkgo.v
 GINKGO_FLAGS ?=
 # Ginkgo's CI settings: random order, fail on pending or empty, a suite timeout.
