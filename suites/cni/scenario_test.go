@@ -368,14 +368,7 @@ func (sc *scenario) restore(ctx SpecContext) {
 }
 
 // currentScenarioID reads the "scenario:<id>" label of the running spec.
-func currentScenarioID() string {
-	for _, l := range CurrentSpecReport().Labels() {
-		if id, ok := strings.CutPrefix(l, scenarioLabelPrefix); ok {
-			return id
-		}
-	}
-	return ""
-}
+func currentScenarioID() string { return labelID(CurrentSpecReport().Labels()) }
 
 // scenarioLabelPrefix marks the label carrying a spec's stable scenario id.
 const scenarioLabelPrefix = "scenario:"
