@@ -35,6 +35,12 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	repoRoot = filepath.Dir(strings.TrimSpace(string(out)))
 	Expect(suiteBinary()).To(BeAnExistingFile(), "build the suite first (make test does)")
+	// Each spec checks the node in its own window; this checks the whole
+	// self-validation, so residue between windows cannot hide.
+	before := takeNodeState()
+	DeferCleanup(func() {
+		Expect(takeNodeState()).To(matchNodeState(before), "the node after the whole self-validation")
+	})
 })
 
 func suiteBinary() string {
