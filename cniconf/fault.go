@@ -168,3 +168,28 @@ func ReadJournal(path string) ([]JournalEntry, error) {
 	}
 	return entries, nil
 }
+
+// Firing is the step of v that a scenario relies on: the first one that does
+// not pass. A scenario's verdict means something only once the journal shows
+// this step applied to the scenario's pod. ok is false when every step of v
+// passes (or v has none): then nothing is injected on v.
+func (f Fault) Firing(v Verb) (index int, step Step, ok bool) {
+	for i, s := range f.Faults[v] {
+		if s.Action != ActionPass && s.Action != ActionDelay {
+			return i, s, true
+		}
+	}
+	return -1, Step{}, false
+}
+
+// Fired reports whether this invocation applied an injected fault: a
+// targeted invocation whose step broke the call. A pass or a delay does not
+// count; neither does an invocation past the end of its sequence.
+func (e JournalEntry) Fired() bool {
+	return e.Targeted && e.Step >= 0 && e.Action != ActionPass && e.Action != ActionDelay
+}
+
+// String is how a report names a fired fault: "ADD error (step 0)".
+func (e JournalEntry) String() string {
+	return fmt.Sprintf("%s %s (step %d)", e.Verb, e.Action, e.Step)
+}

@@ -124,3 +124,38 @@ func TestReadJournal(t *testing.T) {
 		t.Fatal("a torn line was accepted")
 	}
 }
+
+func TestFiringIsTheFirstStepThatBreaksTheCall(t *testing.T) {
+	f := Fault{}.On(VerbAdd, Pass().Times(1), Delay(time.Second).Times(1), Fail(7, "x"), Pass()).On(VerbDel, Pass())
+	i, s, ok := f.Firing(VerbAdd)
+	if !ok || i != 2 || s.Action != ActionError {
+		t.Fatalf("ADD: got %d %+v %v, want step 2 error", i, s, ok)
+	}
+	if _, _, ok := f.Firing(VerbDel); ok {
+		t.Fatal("DEL only passes, yet a step fires")
+	}
+	if _, _, ok := f.Firing(VerbCheck); ok {
+		t.Fatal("CHECK has no steps, yet a step fires")
+	}
+}
+
+func TestJournalEntryFired(t *testing.T) {
+	for _, tc := range []struct {
+		e    JournalEntry
+		want bool
+	}{
+		{JournalEntry{Targeted: true, Step: 0, Action: ActionError}, true},
+		{JournalEntry{Targeted: true, Step: 1, Action: ActionHang}, true},
+		{JournalEntry{Targeted: true, Step: 0, Action: ActionPass}, false},
+		{JournalEntry{Targeted: true, Step: 0, Action: ActionDelay}, false},
+		{JournalEntry{Targeted: true, Step: -1, Action: ActionPass}, false},
+		{JournalEntry{Targeted: false, Step: -1, Action: ActionPass}, false},
+	} {
+		if got := tc.e.Fired(); got != tc.want {
+			t.Errorf("%+v: Fired() = %v, want %v", tc.e, got, tc.want)
+		}
+	}
+	if s := (JournalEntry{Verb: VerbAdd, Action: ActionError, Step: 0}).String(); s != "ADD error (step 0)" {
+		t.Errorf("String() = %q", s)
+	}
+}

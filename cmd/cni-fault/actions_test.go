@@ -240,6 +240,38 @@ func TestInvalidConfigsAreRefused(t *testing.T) {
 	}
 }
 
+// A key neither CNI nor the fault defines is refused, at the top level and in
+// a step: decoded leniently, a misspelt key would be dropped and its fault
+// never fire.
+func TestUnknownKeysAreRefused(t *testing.T) {
+	for name, extra := range map[string]map[string]json.RawMessage{
+		"misspelt faults":    {"fualts": json.RawMessage(`{"ADD":[{"action":"error"}]}`)},
+		"misspelt step key":  {"faults": json.RawMessage(`{"ADD":[{"action":"error","cout":1}]}`)},
+		"unknown fault knob": {"faults": json.RawMessage(`{"ADD":[{"action":"exit","status":3,"timeout":"1s"}]}`)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t)
+			h.extra = extra
+			e := h.run(cniconf.VerbAdd, "pod-a").cniError(t)
+			if e.Code != types.ErrInvalidNetworkConfig || !strings.Contains(e.Msg, "unknown") {
+				t.Fatalf("%+v", e)
+			}
+		})
+	}
+}
+
+// What runtimes add to a plugin's config is not a fault key and passes.
+func TestCNIKeysAreAccepted(t *testing.T) {
+	h := newHarness(t)
+	h.extra = map[string]json.RawMessage{
+		"runtimeConfig":             json.RawMessage(`{"portMappings":[]}`),
+		"capabilities":              json.RawMessage(`{"portMappings":true}`),
+		"args":                      json.RawMessage(`{"cni":{}}`),
+		"cni.dev/valid-attachments": json.RawMessage(`[]`),
+	}
+	h.run(cniconf.VerbAdd, "pod-a").passed(t)
+}
+
 // Runtimes ask VERSION before trusting a plugin with a config version.
 func TestVersionListsSupportedSpecs(t *testing.T) {
 	c := exec.Command(pluginBin)

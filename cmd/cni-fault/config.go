@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -33,6 +34,9 @@ func parseConfig(stdin []byte) (*config, *types.Error) {
 	if err := json.Unmarshal(stdin, &c.Fault); err != nil {
 		return nil, types.NewError(types.ErrDecodingFailure, "cni-fault: "+err.Error(), "")
 	}
+	if err := checkKeys(stdin); err != nil {
+		return nil, types.NewError(types.ErrInvalidNetworkConfig, "cni-fault: "+err.Error(), "")
+	}
 	if c.CNIVersion == "" {
 		// What skel assumes for a config without a version.
 		c.CNIVersion = "0.1.0"
@@ -44,6 +48,42 @@ func parseConfig(stdin []byte) (*config, *types.Error) {
 		return nil, types.NewError(types.ErrInvalidNetworkConfig, "cni-fault: "+err.Error(), "")
 	}
 	return &c, nil
+}
+
+// cniKeys are the top-level keys a runtime may send a plugin besides the
+// fault's own: the CNI spec's plugin configuration keys and what libcni
+// injects (name, cniVersion, prevResult, runtimeConfig). Keys under
+// "cni.dev/" are the spec's reserved namespace (GC's valid-attachments).
+var cniKeys = map[string]bool{
+	"cniVersion": true, "name": true, "type": true, "args": true, "ipMasq": true, "ipam": true,
+	"dns": true, "prevResult": true, "runtimeConfig": true, "capabilities": true,
+	"journal": true, "stateDir": true, "podUID": true, "faults": true,
+}
+
+// checkKeys refuses keys neither the CNI spec nor the fault defines, at the
+// top level and inside every step: a misspelt "count" or "faults" would
+// otherwise be dropped by the decoder and the fault silently never fire.
+func checkKeys(stdin []byte) error {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(stdin, &top); err != nil {
+		return err
+	}
+	for k := range top {
+		if !cniKeys[k] && !strings.HasPrefix(k, "cni.dev/") {
+			return fmt.Errorf("unknown key %q in the plugin config", k)
+		}
+	}
+	raw, ok := top["faults"]
+	if !ok {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	var faults map[cniconf.Verb][]cniconf.Step
+	if err := dec.Decode(&faults); err != nil {
+		return fmt.Errorf("faults: %w", err)
+	}
+	return nil
 }
 
 func (c *config) validate() error {

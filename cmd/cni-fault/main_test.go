@@ -48,6 +48,8 @@ type harness struct {
 	fault      cniconf.Fault
 	cniVersion string
 	prevResult string // raw JSON, optional
+	// extra are top-level keys added to the config as they are.
+	extra map[string]json.RawMessage
 }
 
 func newHarness(t *testing.T) *harness {
@@ -84,6 +86,9 @@ func (h *harness) config() []byte {
 	conf["type"], _ = json.Marshal(cniconf.FaultPluginType)
 	if h.prevResult != "" {
 		conf["prevResult"] = json.RawMessage(h.prevResult)
+	}
+	for k, v := range h.extra {
+		conf[k] = v
 	}
 	out, err := json.Marshal(conf)
 	if err != nil {

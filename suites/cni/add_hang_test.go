@@ -30,6 +30,9 @@ var _ = Describe("RunPodSandbox", func() {
 		It("leaves nothing within the settle window and accepts the same pod again", func(ctx SpecContext) {
 			By("running a pod sandbox with a short deadline")
 			_, err := sc.RunSandboxWithin(ctx, hangDeadline)
+
+			By("checking that ADD hung")
+			sc.ExpectFaultFired(ctx, faultFiredTimeout)
 			contract.Expect(err).To(HaveOccurred(), "RunPodSandbox returned although ADD hangs")
 
 			By("waiting for the runtime to clean up within the settle window")

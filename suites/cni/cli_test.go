@@ -9,6 +9,9 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	. "github.com/onsi/ginkgo/v2"
+	"github.com/onsi/ginkgo/v2/types"
+
 	"github.com/cnifault/cnifault/fixtures/report"
 )
 
@@ -61,19 +64,39 @@ Ginkgo's flags pass through, for example:
 `)
 }
 
-// listMode makes a dry run collect the catalog instead of reporting a run.
-var (
-	listMode bool
-	listed   []report.Scenario
-	labels   = map[string][]string{}
-)
+// previewing is set while Ginkgo walks the spec tree without running it:
+// the reporting nodes then have nothing to report.
+var previewing bool
 
-// printList writes the catalog collected by a dry run.
-func printList(w io.Writer) {
-	sort.Slice(listed, func(a, b int) bool { return listed[a].ID < listed[b].ID })
+// previewCatalog walks the spec tree without running anything (Ginkgo's
+// preview) and returns the catalog: every scenario with its labels.
+func previewCatalog() []report.Scenario {
+	previewing = true
+	defer func() { previewing = false }()
+	var out []report.Scenario
+	for _, s := range PreviewSpecs("cnifault").SpecReports {
+		if s.LeafNodeType != types.NodeTypeIt {
+			continue
+		}
+		id := labelID(s.Labels())
+		if id == "" {
+			continue
+		}
+		labels[id] = otherLabels(s.Labels())
+		out = append(out, report.Scenario{ID: id, Description: strings.TrimPrefix(s.ContainerHierarchyTexts[len(s.ContainerHierarchyTexts)-1], "when ")})
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].ID < out[b].ID })
+	return out
+}
+
+// labels are each scenario's labels other than its id, for `cnifault list`.
+var labels = map[string][]string{}
+
+// printList writes the catalog.
+func printList(w io.Writer, catalog []report.Scenario) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SCENARIO\tLABELS\tINJECTS")
-	for _, s := range listed {
+	for _, s := range catalog {
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", s.ID, strings.Join(labels[s.ID], ","), s.Description)
 	}
 	tw.Flush()

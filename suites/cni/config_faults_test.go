@@ -6,6 +6,9 @@ import (
 	"github.com/cnifault/cnifault/cniconf"
 )
 
+// missingPlugin is a plugin type no bin dir has.
+const missingPlugin = "cnifault-not-installed"
+
 // Broken configuration: what a half-finished CNI rollout leaves on a node.
 var _ = Describe("RunPodSandbox", func() {
 	var sc *scenario
@@ -31,8 +34,9 @@ var _ = Describe("RunPodSandbox", func() {
 			By("installing bridge followed by a plugin type that has no binary")
 			sc.InstallNetworkOrRefusal(ctx, cniconf.NewList(sc.Network.Name,
 				sc.Network.BridgePlugin(),
-				cniconf.Opaque{Type: "cnifault-not-installed"},
+				cniconf.Opaque{Type: missingPlugin},
 				sc.Fault()))
+			sc.ExpectRuntimeError(missingPlugin)
 		}, NodeTimeout(scenarioSetupTimeout))
 
 		itFailsAndLeavesNothingWithin(func() *scenario { return sc }, mayBlockCallTimeout)

@@ -19,7 +19,7 @@ import (
 // so pods of other scenarios or of the node pass through untouched.
 func (sc *scenario) Fault() cniconf.Fault {
 	return cniconf.Fault{
-		Journal:  filepath.Join(sc.faultDir(), "journal.jsonl"),
+		Journal:  sc.journalPath(),
 		StateDir: filepath.Join(sc.faultDir(), "state"),
 		PodUID:   sc.PodConfig().GetMetadata().GetUid(),
 	}
@@ -29,10 +29,12 @@ func (sc *scenario) faultDir() string {
 	return filepath.Join(runtime.WorkDir(), "faults", fmt.Sprintf("%d-%s", sc.seq, sc.ID))
 }
 
+func (sc *scenario) journalPath() string { return filepath.Join(sc.faultDir(), "journal.jsonl") }
+
 // Journal is every cni-fault invocation of this scenario so far.
 func (sc *scenario) Journal() []cniconf.JournalEntry {
 	GinkgoHelper()
-	entries, err := cniconf.ReadJournal(filepath.Join(sc.faultDir(), "journal.jsonl"))
+	entries, err := cniconf.ReadJournal(sc.journalPath())
 	Expect(err).NotTo(HaveOccurred(), "reading the fault journal")
 	return entries
 }
@@ -65,7 +67,7 @@ func (sc *scenario) delAfterFailedAdd() *bool {
 // leaves them behind. Each pid comes from the journal and is checked to be
 // the harness's own plugin binary before it is signalled.
 func (sc *scenario) stopHungPlugins() {
-	entries, _ := cniconf.ReadJournal(filepath.Join(sc.faultDir(), "journal.jsonl"))
+	entries, _ := cniconf.ReadJournal(sc.journalPath())
 	plugin, _ := filepath.EvalSymlinks(filepath.Join(runtime.CNIBinDir(), cniconf.FaultPluginType))
 	for _, e := range entries {
 		if e.Action != cniconf.ActionHang || !host.Alive(e.PID) {

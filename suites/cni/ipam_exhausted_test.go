@@ -34,6 +34,8 @@ var _ = Describe("RunPodSandbox", func() {
 
 			By("installing bridge with that one-address range, then an observing cni-fault")
 			sc.InstallNetwork(ctx, cniconf.NewList(sc.Network.Name, bridge, sc.Fault()))
+			// host-local's words when the range is full.
+			sc.ExpectRuntimeError("no IP addresses available")
 		}, NodeTimeout(scenarioSetupTimeout))
 
 		itFailsAndLeavesNothing(func() *scenario { return sc })

@@ -69,14 +69,14 @@ func (p *progress) end(id, verdict string, d time.Duration) {
 }
 
 var _ = ReportBeforeEach(func(s SpecReport) {
-	if listMode || s.State.Is(types.SpecStateSkipped|types.SpecStatePending) {
+	if previewing || s.State.Is(types.SpecStateSkipped|types.SpecStatePending) {
 		return
 	}
 	live.start(labelID(s.Labels()))
 })
 
 var _ = ReportAfterEach(func(s SpecReport) {
-	if listMode || s.State.Is(types.SpecStateSkipped|types.SpecStatePending) {
+	if previewing || s.State.Is(types.SpecStateSkipped|types.SpecStatePending) {
 		return
 	}
 	live.end(labelID(s.Labels()), verdict(s, ""), s.RunTime)

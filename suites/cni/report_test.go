@@ -34,14 +34,14 @@ const (
 func (sc *scenario) record() {
 	res := report.Scenario{ID: sc.ID, Description: sc.Description, Error: sc.runErr,
 		Leaks: reportLeaks(sc.leaks), Reclaim: sc.reclaimState, ReclaimLeaks: reportLeaks(sc.reclaimLeaks),
-		ReclaimError: sc.reclaimErr, DelAfterFailedAdd: sc.delAfterAdd}
-	if entries, err := cniconf.ReadJournal(filepath.Join(sc.faultDir(), "journal.jsonl")); err == nil {
+		ReclaimError: sc.reclaimErr, DelAfterFailedAdd: sc.delAfterAdd, FaultsFired: sc.faultsFired()}
+	if entries, err := cniconf.ReadJournal(sc.journalPath()); err == nil {
 		for _, e := range entries {
 			GinkgoWriter.Printf("cni-fault: %s %-6s %s action=%s step=%d pid=%d\n",
 				e.Time.Format("15:04:05.000"), e.Verb, report.Short(e.ContainerID), e.Action, e.Step, e.PID)
 		}
 	}
-	if CurrentSpecReport().Failed() && *flagReportDir != "" {
+	if CurrentSpecReport().Failed() && tc.ReportDir != "" {
 		res.Artifacts = sc.collectDiagnostics()
 	}
 	AddReportEntry(scenarioEntry, res, ReportEntryVisibilityNever)
@@ -52,7 +52,7 @@ func (sc *scenario) record() {
 // the instance's mounts and both inventories.
 func (sc *scenario) collectDiagnostics() string {
 	rel := filepath.Join("artifacts", sc.ID)
-	dir := filepath.Join(*flagReportDir, rel)
+	dir := filepath.Join(tc.ReportDir, rel)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return ""
 	}
@@ -63,7 +63,7 @@ func (sc *scenario) collectDiagnostics() string {
 	if sc.conflist != nil {
 		write(confFile, sc.conflist)
 	}
-	if journal, err := os.ReadFile(filepath.Join(sc.faultDir(), "journal.jsonl")); err == nil {
+	if journal, err := os.ReadFile(sc.journalPath()); err == nil {
 		write("fault-journal.jsonl", journal)
 	}
 	links, _ := exec.Command("ip", "-d", "link", "show").CombinedOutput()
@@ -92,21 +92,14 @@ func reportLeaks(rs []inspect.Resource) []report.Leak {
 }
 
 var _ = ReportAfterSuite("cnifault report", func(r Report) {
-	if listMode {
-		for _, s := range r.SpecReports {
-			if s.LeafNodeType == types.NodeTypeIt {
-				id := labelID(s.Labels())
-				listed = append(listed, report.Scenario{ID: id, Description: strings.TrimPrefix(s.ContainerHierarchyTexts[len(s.ContainerHierarchyTexts)-1], "when ")})
-				labels[id] = otherLabels(s.Labels())
-			}
-		}
+	if previewing {
 		return
 	}
 	rep := buildReport(r)
 	rep.Host = report.ProbeHost()
 	rep.Command = report.CommandLine(os.Args...)
-	if *flagKnownFailures != "" {
-		known, err := report.LoadKnownFailures(*flagKnownFailures)
+	if tc.KnownFailures != "" {
+		known, err := report.LoadKnownFailures(tc.KnownFailures)
 		if err != nil {
 			rep.HarnessError = strings.TrimPrefix(rep.HarnessError+"; ", "; ") + "known failures: " + err.Error()
 		} else {
@@ -123,10 +116,10 @@ var _ = ReportAfterSuite("cnifault report", func(r Report) {
 		fmt.Fprintln(out, s.Line())
 	}
 	fmt.Fprintf(out, "total %.1fs, exit status %d\n", rep.DurationSeconds, exitCode)
-	if *flagReportDir == "" {
+	if tc.ReportDir == "" {
 		return
 	}
-	dir := absPath(*flagReportDir)
+	dir := absPath(tc.ReportDir)
 	paths, err := rep.WriteAll(dir)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "writing report: %v\n", err)

@@ -7,7 +7,6 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/cnifault/cnifault/cniconf"
 	"github.com/cnifault/cnifault/fixtures/runtimes"
 )
 
@@ -45,10 +44,7 @@ var _ = Describe("RunPodSandbox", func() {
 				_, err := runtime.CRI().RunPodSandbox(cctx, sc.PodConfig())
 				done <- err
 			}()
-			Eventually(func(g Gomega) {
-				g.Expect(sc.Journal()).To(ContainElement(HaveField("Action", cniconf.ActionHang)))
-			}).WithContext(ctx).WithTimeout(criCallTimeout).WithPolling(50*time.Millisecond).Should(Succeed(),
-				"the runtime never called ADD")
+			sc.ExpectFaultFired(ctx, criCallTimeout)
 
 			By("killing the runtime by its PID while ADD hangs")
 			Expect(ctl.Crash(ctx)).To(Succeed())

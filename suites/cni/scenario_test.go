@@ -76,6 +76,10 @@ type scenario struct {
 	reclaimErr   string
 	afterReclaim inspect.Snapshot
 	delAfterAdd  *bool
+	// checks are the ways this scenario's fault can be seen to fire;
+	// fired is what was seen (ExpectFaultFired).
+	checks []faultCheck
+	fired  []string
 }
 
 var scenarioSeq int
@@ -139,6 +143,9 @@ func (sc *scenario) target() inspect.Target {
 		CNICacheDirs: inv.CNICacheDirs,
 		// containerd attaches loopback as its own network, "cni-loopback".
 		Networks: []string{sc.Network.Name, "cni-loopback"},
+		// Every instance on the node shares libcni's cache and the
+		// "cni-loopback" name: only this run's pods count.
+		PodNamespace: podNamespace(),
 	}
 }
 
@@ -167,9 +174,12 @@ func (sc *scenario) InstallNetworkOrRefusal(ctx SpecContext, l cniconf.NetworkLi
 	Eventually(func(g Gomega) {
 		st, err := runtimes.Network(ctx, runtime)
 		g.Expect(err).NotTo(HaveOccurred())
-		if _, refused := st.Refused[file]; refused && !st.Ready {
-			GinkgoWriter.Printf("the runtime refused %s: %s\n", file, st.Refused[file])
+		if why, refused := st.Refused[file]; refused && !st.Ready {
+			GinkgoWriter.Printf("the runtime refused %s: %s\n", file, why)
 			sc.observed = false
+			sc.expectFault("the runtime to refuse the list", func(context.Context) (string, bool) {
+				return "the runtime refused the list: " + why, true
+			})
 			return
 		}
 		g.Expect(st.Ready).To(BeTrue(), "NetworkReady is false: %s %s (last load: %s)", st.Reason, st.Message, st.LastLoad)
@@ -185,6 +195,11 @@ func (sc *scenario) writeList(ctx SpecContext, l cniconf.NetworkList) {
 	Expect(err).NotTo(HaveOccurred())
 	sc.conflist = raw
 	sc.observed = observesCNI(l)
+	for _, p := range l.Plugins {
+		if f, ok := p.(cniconf.Fault); ok {
+			sc.expectJournal(f, cniconf.VerbAdd)
+		}
+	}
 	dir := cniconf.ConfDir(runtime.CNIConfDir())
 	Expect(dir.Clear()).To(Succeed())
 	Expect(dir.WriteList(confFile, l)).To(Succeed())
@@ -202,6 +217,7 @@ func (sc *scenario) InstallMalformed(ctx SpecContext, content []byte) {
 	Expect(dir.WriteRaw(confFile, content)).To(Succeed())
 	Expect(runtimes.NetworkConfigChanged(ctx, runtime)).To(Succeed(), "the runtime did not take up the new config")
 	sc.waitNetworkNotReady(ctx)
+	sc.expectNetworkNotReady()
 }
 
 // InstallNoNetwork empties the conf dir and waits until the runtime reports
@@ -213,6 +229,7 @@ func (sc *scenario) InstallNoNetwork(ctx SpecContext) {
 	Expect(cniconf.ConfDir(runtime.CNIConfDir()).Clear()).To(Succeed())
 	Expect(runtimes.NetworkConfigChanged(ctx, runtime)).To(Succeed(), "the runtime did not take up the new config")
 	sc.waitNetworkNotReady(ctx)
+	sc.expectNetworkNotReady()
 }
 
 func (sc *scenario) waitNetworkNotReady(ctx SpecContext) {
@@ -231,7 +248,7 @@ func (sc *scenario) PodConfig() *runtimeapi.PodSandboxConfig {
 	return &runtimeapi.PodSandboxConfig{
 		Metadata: &runtimeapi.PodSandboxMetadata{
 			Name:      sc.ID,
-			Namespace: "cnifault-" + runID,
+			Namespace: podNamespace(),
 			Uid:       fmt.Sprintf("cnifault-%s-%d-%s", runID, sc.seq, sc.ID),
 		},
 		Hostname: sc.ID,
@@ -242,6 +259,9 @@ func (sc *scenario) PodConfig() *runtimeapi.PodSandboxConfig {
 		Linux: &runtimeapi.LinuxPodSandboxConfig{CgroupParent: runtime.CgroupParent()},
 	}
 }
+
+// podNamespace is the namespace of every pod of this run.
+func podNamespace() string { return "cnifault-" + runID }
 
 // RunSandboxE runs the scenario's pod and returns the runtime's error. A
 // sandbox that did start is stopped and removed after the spec.

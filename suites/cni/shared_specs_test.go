@@ -9,7 +9,8 @@ import (
 
 // itFailsAndLeavesNothing declares the contract every fault scenario shares:
 // RunPodSandbox returns an error, and right after it the instance holds
-// nothing the call created.
+// nothing the call created. Either is judged only once the harness saw the
+// injected fault fire.
 func itFailsAndLeavesNothing(current func() *scenario) {
 	itFailsAndLeavesNothingWithin(current, criCallTimeout)
 }
@@ -22,6 +23,9 @@ func itFailsAndLeavesNothingWithin(current func() *scenario, d time.Duration) {
 		sc := current()
 		By("running a pod sandbox")
 		_, err := sc.RunSandboxWithin(ctx, d)
+
+		By("checking that the injected fault fired")
+		sc.ExpectFaultFired(ctx, faultFiredTimeout)
 		contract.Expect(err).To(HaveOccurred(), "RunPodSandbox succeeded despite the fault")
 
 		By("inventorying the instance right after the failed call")

@@ -23,6 +23,7 @@ import (
 
 	"github.com/cnifault/cnifault/cniconf"
 	"github.com/cnifault/cnifault/fixtures/containerd"
+	"github.com/cnifault/cnifault/fixtures/framework"
 	"github.com/cnifault/cnifault/fixtures/report"
 	"github.com/cnifault/cnifault/fixtures/runtimes"
 )
@@ -33,26 +34,11 @@ const (
 	runtimeTeardownTimeout = containerd.TeardownTimeout + 3*containerd.StopGrace
 )
 
-var (
-	flagRuntime       = flag.String("runtime", containerd.Default, "managed runtime ("+strings.Join(runtimes.Managed(), ", ")+") or a dir holding a containerd build")
-	flagReportDir     = flag.String("report-dir", "", "write junit.xml, report.json and artifacts here")
-	flagWorkDir       = flag.String("work-dir", "_output/work", "instance work dirs (runtime root, logs, CNI dirs) go under here")
-	flagStateRoot     = flag.String("state-root", "/run/cnifault", "instance state dirs (sockets, netns mounts) go under here; keep it short")
-	flagCacheDir      = flag.String("cache-dir", containerd.DefaultCacheDir(), "where hack/deps.sh caches built runtimes")
-	flagCNIPluginDir  = flag.String("cni-plugin-dir", "_output/cni/bin", "reference CNI plugins built by hack/deps.sh")
-	flagPauseBinary   = flag.String("pause-binary", "_output/bin/cnifault-pause", "static pause binary for the sandbox image")
-	flagFaultPlugin   = flag.String("fault-plugin", "_output/bin/cni-fault", "the cni-fault plugin binary")
-	flagRuncWrapper   = flag.String("runc-wrapper", "_output/bin/cnifault-runc-wrapper", "runc stand-in for hosts that refuse what a runtime asks of runc (used only where a probe shows the need)")
-	flagKnownFailures = flag.String("known-failures", "", "YAML file of known failures: listed failures become xfail (exit 0), listed passes xpass")
-	flagContainerd    = flag.String("containerd-bin-dir", "", "a dir holding a containerd build (containerd, containerd-shim-runc-v2, ctr) to bring up instead of --runtime")
+// tc is the run's configuration: cnifault's flags, checked as a whole by
+// TestMain before the suite starts.
+var tc framework.TestContext
 
-	// External endpoint mode: a runtime already running on the node.
-	flagEndpoint     = flag.String("runtime-endpoint", "", "test the runtime already serving this CRI endpoint (unix://…) instead of a managed one")
-	flagCNIConfDir   = flag.String("cni-conf-dir", "", "external mode: the runtime's CNI config dir")
-	flagCNIBinDir    = flag.String("cni-bin-dir", "", "external mode: the runtime's CNI plugin dir")
-	flagNetNSDir     = flag.String("netns-dir", "", "external mode: where the runtime mounts pod netns (default: asked from the runtime)")
-	flagSandboxImage = flag.String("sandbox-image", "", "external mode: the runtime's sandbox image (default: asked from the runtime)")
-)
+func init() { tc.RegisterFlags(flag.CommandLine) }
 
 // runtime is the instance under test in this process; runID is shared by
 // every name this run creates on the node.
@@ -74,32 +60,39 @@ func TestMain(m *testing.M) {
 	if handled, code := runCommand(os.Args[1:], os.Stdout, os.Stderr); handled {
 		os.Exit(code)
 	}
-	if len(os.Args) > 1 && os.Args[1] == "list" {
-		os.Exit(list(m))
+	listing := len(os.Args) > 1 && os.Args[1] == "list"
+	if listing {
+		os.Args = append(os.Args[:1], os.Args[2:]...)
 	}
+	// A mistyped flag gets cnifault's flags, not every Go test flag.
+	flag.CommandLine.Usage = func() { framework.ShortUsage(os.Stderr, flag.CommandLine) }
 	flag.Parse()
+	tc.Parsed(flag.CommandLine)
+	catalog := previewCatalog()
+	if listing {
+		printList(os.Stdout, catalog)
+		os.Exit(report.ExitPass)
+	}
+	// Bad input is refused here, before any runtime comes up or any file on
+	// the node changes: one line per mistake, exit 2.
+	if err := checkRun(catalog); err != nil {
+		fmt.Fprintln(os.Stderr, "cnifault: "+strings.ReplaceAll(err.Error(), "\n", "\ncnifault: "))
+		os.Exit(report.ExitHarness)
+	}
 	m.Run()
 	os.Exit(exitCode)
 }
 
-// list walks the spec tree without running anything (Ginkgo's dry run) and
-// prints the catalog.
-func list(m *testing.M) int {
-	listMode = true
-	os.Args = []string{os.Args[0], "-ginkgo.dry-run", "-ginkgo.no-color"}
-	flag.Parse()
-	// Ginkgo's reporter holds on to fd 1: silence the dry run at fd level.
-	saved, err := unix.Dup(1)
-	if err != nil {
-		return report.ExitHarness
+// checkRun is everything a run needs that can be checked before it starts.
+func checkRun(catalog []report.Scenario) error {
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("cnifault runs runtimes, mounts netns and creates links: run it as root")
 	}
-	if devnull, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0); err == nil {
-		_ = unix.Dup2(int(devnull.Fd()), 1)
+	var ids []string
+	for _, s := range catalog {
+		ids = append(ids, s.ID)
 	}
-	m.Run()
-	_ = unix.Dup2(saved, 1)
-	printList(os.Stdout)
-	return report.ExitPass
+	return tc.Validate(framework.Catalog{Scenarios: ids})
 }
 
 func TestCNIFault(t *testing.T) {
@@ -112,41 +105,37 @@ func TestCNIFault(t *testing.T) {
 }
 
 var _ = BeforeSuite(func(ctx SpecContext) {
-	Expect(os.Geteuid()).To(BeZero(), "cnifault runs containerd, mounts netns and creates links: run it as root")
 	runID = newRunID()
 
 	instance := fmt.Sprintf("%s-p%d", runID, GinkgoParallelProcess())
 	var err error
-	if *flagEndpoint != "" {
-		By("checking the runtime at " + *flagEndpoint)
+	if tc.Endpoint != "" {
+		By("checking the runtime at " + tc.Endpoint)
 		runtime, err = runtimes.StartExternal(ctx, runtimes.ExternalOptions{
-			Endpoint:     *flagEndpoint,
-			CNIConfDir:   *flagCNIConfDir,
-			CNIBinDir:    *flagCNIBinDir,
-			NetNSDir:     *flagNetNSDir,
-			SandboxImage: *flagSandboxImage,
-			FaultPlugin:  absPath(*flagFaultPlugin),
-			WorkDir:      absPath(filepath.Join(*flagWorkDir, "external-"+instance)),
+			Endpoint:     tc.Endpoint,
+			CNIConfDir:   tc.CNIConfDir,
+			CNIBinDir:    tc.CNIBinDir,
+			NetNSDir:     tc.NetNSDir,
+			SandboxImage: tc.SandboxImage,
+			FaultPlugin:  absPath(tc.FaultPlugin),
+			WorkDir:      absPath(filepath.Join(tc.WorkDir, "external-"+instance)),
 			RunID:        runID,
 			CgroupParent: "/cnifault-" + instance,
 			Log:          GinkgoWriter,
 		})
-		Expect(err).NotTo(HaveOccurred(), "the external runtime at %s", *flagEndpoint)
+		Expect(err).NotTo(HaveOccurred(), "the external runtime at %s", tc.Endpoint)
 	} else {
-		name := *flagRuntime
-		if *flagContainerd != "" {
-			name = *flagContainerd
-		}
+		name := tc.RuntimeName()
 		By("bringing up " + name)
 		runtime, err = runtimes.Start(ctx, runtimes.Options{
 			Runtime:      name,
-			CacheDir:     *flagCacheDir,
-			WorkDir:      absPath(filepath.Join(*flagWorkDir, filepath.Base(name)+"-"+instance)),
-			StateDir:     filepath.Join(*flagStateRoot, instance),
-			CNIPluginDir: absPath(*flagCNIPluginDir),
-			ExtraPlugins: []string{absPath(*flagFaultPlugin)},
-			PauseBinary:  absPath(*flagPauseBinary),
-			RuncWrapper:  absPath(*flagRuncWrapper),
+			CacheDir:     tc.CacheDir,
+			WorkDir:      absPath(filepath.Join(tc.WorkDir, filepath.Base(name)+"-"+instance)),
+			StateDir:     filepath.Join(tc.StateRoot, instance),
+			CNIPluginDir: absPath(tc.CNIPluginDir),
+			ExtraPlugins: []string{absPath(tc.FaultPlugin)},
+			PauseBinary:  absPath(tc.PauseBinary),
+			RuncWrapper:  absPath(tc.RuncWrapper),
 			Log:          GinkgoWriter,
 		})
 		Expect(err).NotTo(HaveOccurred(), "bringing up %s", name)

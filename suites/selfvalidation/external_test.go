@@ -54,7 +54,7 @@ func dirState(dir string) map[string]fileState {
 // and output.
 func runExternal(ctx context.Context, reportDir string, args ...string) (int, string) {
 	GinkgoHelper()
-	cmd := suiteCommand(ctx, "containerd-2.4", reportDir, filepath.Join(repoRoot, "_output", "work-external"), args...)
+	cmd := suiteCommand(ctx, "", reportDir, filepath.Join(repoRoot, "_output", "work-external"), args...)
 	out, err := cmd.CombinedOutput()
 	GinkgoWriter.Printf("%s\n", out)
 	var exit *exec.ExitError

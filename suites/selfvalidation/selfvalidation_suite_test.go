@@ -58,16 +58,20 @@ type run struct {
 }
 
 // suiteCommand builds the command line of a suite run writing its report to
-// reportDir and its instance under workDir.
+// reportDir and its instance under workDir; an empty runtime leaves
+// --runtime out, as an external-mode run must.
 func suiteCommand(ctx context.Context, runtime, reportDir, workDir string, extra ...string) *exec.Cmd {
-	args := append([]string{
-		"--runtime", runtime,
+	var args []string
+	if runtime != "" {
+		args = append(args, "--runtime", runtime)
+	}
+	args = append(append(args,
 		"--report-dir", reportDir,
 		"--work-dir", workDir,
 		"--cni-plugin-dir", filepath.Join(repoRoot, "_output", "cni", "bin"),
 		"--pause-binary", filepath.Join(repoRoot, "_output", "bin", "cnifault-pause"),
 		"--fault-plugin", filepath.Join(repoRoot, "_output", "bin", "cni-fault"),
-	}, extra...)
+	), extra...)
 	cmd := exec.CommandContext(ctx, suiteBinary(), args...)
 	cmd.Dir = repoRoot
 	return cmd

@@ -197,6 +197,13 @@ func describeRuntime(runtime, version string, exit int) {
 				for _, l := range s.Leaks {
 					Expect(l.ID).NotTo(BeEmpty())
 				}
+				// A fault scenario's verdict stands on the fault it saw fire;
+				// the control injects none.
+				if id == "healthy-network" {
+					Expect(s.FaultsFired).To(BeEmpty())
+				} else {
+					Expect(s.FaultsFired).NotTo(BeEmpty(), "%s was judged without its fault firing", id)
+				}
 				if want.verdict == report.Fail {
 					Expect(s.Artifacts).NotTo(BeEmpty(), "a failed scenario must come with diagnostics")
 					Expect(filepath.Join(reportDirOf(runtime), s.Artifacts, "runtime.log")).To(BeAnExistingFile())

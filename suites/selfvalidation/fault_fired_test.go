@@ -1,0 +1,84 @@
+package selfvalidation_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/cnifault/cnifault/cniconf"
+	"github.com/cnifault/cnifault/fixtures/containerd"
+	"github.com/cnifault/cnifault/fixtures/image"
+	"github.com/cnifault/cnifault/fixtures/report"
+)
+
+// A runtime whose RunPodSandbox fails before it ever reaches CNI (here: its
+// sandbox image is gone, as with a mistyped --sandbox-image) fails every
+// fault scenario "as expected" and leaves nothing. Judged on that alone,
+// each would pass; the harness must call each an error, since the fault it
+// injects never fired.
+var _ = Describe("A fault scenario whose fault never fires", Label("fault-fired"), func() {
+	It("is an error, never a pass", func(ctx SpecContext) {
+		By("starting a containerd that does not have the sandbox image it is configured with")
+		pid := os.Getpid()
+		node, err := containerd.Start(ctx, containerd.Options{
+			Name:         "node-containerd-no-image",
+			BinDir:       filepath.Join(containerd.DefaultCacheDir(), "containerd-"+containerd.Containerd24Version, "bin"),
+			WorkDir:      filepath.Join(repoRoot, "_output", "work-node", fmt.Sprintf("no-image-%d", pid)),
+			StateDir:     fmt.Sprintf("/run/cnifault/noimg-%d", pid),
+			CNIPluginDir: filepath.Join(repoRoot, "_output", "cni", "bin"),
+			PauseBinary:  filepath.Join(repoRoot, "_output", "bin", "cnifault-pause"),
+			Log:          GinkgoWriter,
+		})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx SpecContext) {
+			Expect(node.Teardown(ctx)).To(Succeed())
+		}, NodeTimeout(nodeRuntimeTimeout))
+		network := cniconf.Network{Name: "node-network", Bridge: fmt.Sprintf("cnfni%d", pid%1000),
+			Subnet: "10.249.1.0/24", IPAMDataDir: filepath.Join(node.WorkDir(), "node-ipam")}
+		node.OwnLink(network.Bridge)
+		raw, err := cniconf.BridgeList(network).Bytes()
+		Expect(err).NotTo(HaveOccurred())
+		Expect(os.WriteFile(filepath.Join(node.CNIConfDir(), "10-node.conflist"), raw, 0o644)).To(Succeed())
+		Eventually(func(g Gomega) {
+			st, err := node.CRI().Network(ctx)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(st.HoldsNetwork(network.Name)).To(BeTrue())
+		}).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
+		// The image stays present under another name, the one the harness is
+		// told, so that its preflight passes: only the runtime lacks it.
+		other := "localhost/cnifault/pause-elsewhere:v1"
+		ctr := func(args ...string) {
+			GinkgoHelper()
+			out, err := exec.CommandContext(ctx, filepath.Join(containerd.DefaultCacheDir(), "containerd-"+containerd.Containerd24Version, "bin", "ctr"),
+				append([]string{"--address", node.Address(), "-n", "k8s.io", "images"}, args...)...).CombinedOutput()
+			Expect(err).NotTo(HaveOccurred(), "ctr images %v: %s", args, out)
+		}
+		ctr("tag", image.PauseRef, other)
+		ctr("rm", image.PauseRef)
+
+		By("running the ADD and partial-ADD scenarios against it")
+		reportDir := filepath.Join(repoRoot, "_output", "reports", "fault-never-fires")
+		Expect(os.RemoveAll(reportDir)).To(Succeed())
+		cmd := suiteCommand(ctx, "", reportDir, filepath.Join(repoRoot, "_output", "work-fault-never-fires"),
+			"--runtime-endpoint", node.Endpoint(), "--cni-conf-dir", node.CNIConfDir(), "--cni-bin-dir", node.CNIBinDir(),
+			"--sandbox-image", other, "-ginkgo.label-filter=fault:add || fault:partial")
+		out, _ := cmd.CombinedOutput()
+		GinkgoWriter.Printf("%s\n", out)
+		Expect(cmd.ProcessState.ExitCode()).To(Equal(report.ExitHarness), "%s", out)
+		r, err := report.Read(filepath.Join(reportDir, "report.json"))
+		Expect(err).NotTo(HaveOccurred(), "%s", out)
+
+		By("finding every scenario an error that names the fault that never fired")
+		Expect(r.Scenarios).To(HaveLen(7))
+		for _, s := range r.Scenarios {
+			Expect(s.Verdict).To(Equal(report.Error), "%s: %+v", s.ID, s)
+			Expect(s.Failure).To(ContainSubstring("the injected fault never fired"), s.ID)
+			Expect(s.FaultsFired).To(BeEmpty(), s.ID)
+		}
+	}, SpecTimeout(suiteRunTimeout+nodeRuntimeTimeout))
+})
