@@ -95,17 +95,18 @@ func (sc *scenario) ExpectFaultFired(ctx SpecContext, d time.Duration) {
 	for _, c := range sc.checks {
 		expects = append(expects, c.expects)
 	}
-	Eventually(func() bool {
+	quiet := NewGomega(func(string, ...int) {})
+	fired := quiet.Eventually(func() bool {
 		for _, c := range sc.checks {
-			if fired, ok := c.seen(ctx); ok {
-				sc.addFired(fired)
+			if what, ok := c.seen(ctx); ok {
+				sc.addFired(what)
 				return true
 			}
 		}
 		return false
-	}).WithContext(ctx).WithTimeout(d).WithPolling(pollInterval).Should(BeTrue(),
-		"the injected fault never fired, so the runtime's handling of it was not tested: waited for %s (RunPodSandbox: %s)",
-		strings.Join(expects, ", or "), orNone(sc.runErr))
+	}).WithContext(ctx).WithTimeout(d).WithPolling(pollInterval).Should(BeTrue())
+	Expect(fired).To(BeTrue(), "the injected fault never fired, so the runtime's handling of it was not tested: waited %s for %s (RunPodSandbox: %s)",
+		d, strings.Join(expects, ", or "), orNone(sc.runErr))
 }
 
 func (sc *scenario) addFired(what string) {

@@ -3,7 +3,6 @@ package selfvalidation_test
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"time"
 
@@ -24,14 +23,22 @@ import (
 var _ = Describe("A fault scenario whose fault never fires", Label("fault-fired"), func() {
 	It("is an error, never a pass", func(ctx SpecContext) {
 		By("starting a containerd that does not have the sandbox image it is configured with")
+		// 1.6 ensures the sandbox image first thing in RunPodSandbox
+		// (pkg/cri/server/sandbox_run.go), before any netns or CNI; 2.x
+		// does so in the controller's Start, after the network is set up.
 		pid := os.Getpid()
+		binDir, _, err := containerd.ResolveBinDir(containerd.Containerd16, "")
+		Expect(err).NotTo(HaveOccurred())
 		node, err := containerd.Start(ctx, containerd.Options{
 			Name:         "node-containerd-no-image",
-			BinDir:       filepath.Join(containerd.DefaultCacheDir(), "containerd-"+containerd.Containerd24Version, "bin"),
+			BinDir:       binDir,
 			WorkDir:      filepath.Join(repoRoot, "_output", "work-node", fmt.Sprintf("no-image-%d", pid)),
 			StateDir:     fmt.Sprintf("/run/cnifault/noimg-%d", pid),
 			CNIPluginDir: filepath.Join(repoRoot, "_output", "cni", "bin"),
 			PauseBinary:  filepath.Join(repoRoot, "_output", "bin", "cnifault-pause"),
+			// Its config names an image it does not have; the pause image
+			// it imports is what the harness is told, so preflight passes.
+			SandboxImage: "localhost/cnifault/absent:v1",
 			Log:          GinkgoWriter,
 		})
 		Expect(err).NotTo(HaveOccurred())
@@ -49,24 +56,12 @@ var _ = Describe("A fault scenario whose fault never fires", Label("fault-fired"
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(st.HoldsNetwork(network.Name)).To(BeTrue())
 		}).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
-		// The image stays present under another name, the one the harness is
-		// told, so that its preflight passes: only the runtime lacks it.
-		other := "localhost/cnifault/pause-elsewhere:v1"
-		ctr := func(args ...string) {
-			GinkgoHelper()
-			out, err := exec.CommandContext(ctx, filepath.Join(containerd.DefaultCacheDir(), "containerd-"+containerd.Containerd24Version, "bin", "ctr"),
-				append([]string{"--address", node.Address(), "-n", "k8s.io", "images"}, args...)...).CombinedOutput()
-			Expect(err).NotTo(HaveOccurred(), "ctr images %v: %s", args, out)
-		}
-		ctr("tag", image.PauseRef, other)
-		ctr("rm", image.PauseRef)
-
 		By("running the ADD and partial-ADD scenarios against it")
 		reportDir := filepath.Join(repoRoot, "_output", "reports", "fault-never-fires")
 		Expect(os.RemoveAll(reportDir)).To(Succeed())
 		cmd := suiteCommand(ctx, "", reportDir, filepath.Join(repoRoot, "_output", "work-fault-never-fires"),
 			"--runtime-endpoint", node.Endpoint(), "--cni-conf-dir", node.CNIConfDir(), "--cni-bin-dir", node.CNIBinDir(),
-			"--sandbox-image", other, "-ginkgo.label-filter=fault:add || fault:partial")
+			"--sandbox-image", image.PauseRef, "-ginkgo.label-filter=fault:add || fault:partial")
 		out, _ := cmd.CombinedOutput()
 		GinkgoWriter.Printf("%s\n", out)
 		Expect(cmd.ProcessState.ExitCode()).To(Equal(report.ExitHarness), "%s", out)
@@ -74,11 +69,16 @@ var _ = Describe("A fault scenario whose fault never fires", Label("fault-fired"
 		Expect(err).NotTo(HaveOccurred(), "%s", out)
 
 		By("finding every scenario an error that names the fault that never fired")
-		Expect(r.Scenarios).To(HaveLen(7))
+		ran := 0
 		for _, s := range r.Scenarios {
+			if s.Verdict == report.Skipped {
+				continue
+			}
+			ran++
 			Expect(s.Verdict).To(Equal(report.Error), "%s: %+v", s.ID, s)
 			Expect(s.Failure).To(ContainSubstring("the injected fault never fired"), s.ID)
 			Expect(s.FaultsFired).To(BeEmpty(), s.ID)
 		}
+		Expect(ran).To(Equal(7), "the four ADD and three partial-ADD scenarios")
 	}, SpecTimeout(suiteRunTimeout+nodeRuntimeTimeout))
 })
