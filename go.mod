@@ -3,6 +3,7 @@ module github.com/cnifault/cnifault
 go 1.26.8
 
 require (
+	github.com/Masterminds/semver/v3 v3.4.0
 	github.com/containernetworking/cni v1.3.1
 	github.com/onsi/ginkgo/v2 v2.34.0
 	github.com/onsi/gomega v1.44.0
@@ -14,7 +15,6 @@ require (
 )
 
 require (
-	github.com/Masterminds/semver/v3 v3.4.0 // indirect
 	github.com/alexflint/go-filemutex v1.3.0 // indirect
 	github.com/bmatcuk/doublestar/v4 v4.10.0 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
