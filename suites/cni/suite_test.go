@@ -22,7 +22,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cnifault/cnifault/cniconf"
-	"github.com/cnifault/cnifault/fixtures/containerd"
 	"github.com/cnifault/cnifault/fixtures/framework"
 	"github.com/cnifault/cnifault/fixtures/report"
 	"github.com/cnifault/cnifault/fixtures/runtimes"
@@ -30,8 +29,10 @@ import (
 
 // Timeouts of suite-level nodes.
 const (
-	runtimeStartTimeout    = containerd.StartTimeout + 30*time.Second
-	runtimeTeardownTimeout = containerd.TeardownTimeout + 3*containerd.StopGrace
+	// The margin covers what bring-up does besides the daemon's own start:
+	// the stale-instance sweep, importing the pause image, the version probe.
+	runtimeStartTimeout    = runtimes.StartTimeout + 30*time.Second
+	runtimeTeardownTimeout = runtimes.TeardownTimeout
 )
 
 // tc is the run's configuration: cnifault's flags, checked as a whole by

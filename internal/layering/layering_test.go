@@ -1,0 +1,166 @@
+package layering
+
+import (
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/cnifault/cnifault/internal/testenv"
+)
+
+const module = "github.com/cnifault/cnifault/"
+
+// allowed lists, for each package's non-test files, the project packages it
+// may import; a package missing from the table may import none. Test files
+// may reach further down or sideways (inspect's tests bring up a real
+// runtime to make real leaks), but never up into suites. A suite is all
+// _test.go files: the table holds for them.
+var allowed = map[string][]string{
+	"cniconf":                   {},
+	"cmd/cni-fault":             {"cniconf"},
+	"cmd/cnifault-pause":        {},
+	"cmd/cnifault-runc-wrapper": {},
+	"fixtures/host":             {},
+	"fixtures/cri":              {},
+	"fixtures/image":            {},
+	"fixtures/report":           {},
+	"fixtures/inspect":          {"cniconf", "fixtures/host", "fixtures/cri"},
+	"fixtures/daemon":           {"cniconf", "fixtures/host", "fixtures/cri", "fixtures/image"},
+	"fixtures/containerd":       {"cniconf", "fixtures/daemon", "fixtures/host", "fixtures/cri", "fixtures/image", "fixtures/inspect", "fixtures/report"},
+	"fixtures/crio":             {"cniconf", "fixtures/daemon", "fixtures/host", "fixtures/cri", "fixtures/image", "fixtures/inspect", "fixtures/report"},
+	"fixtures/runtimes": {"cniconf", "fixtures/containerd", "fixtures/crio", "fixtures/daemon", "fixtures/host",
+		"fixtures/cri", "fixtures/image", "fixtures/inspect", "fixtures/report"},
+	"fixtures/framework": {"cniconf", "fixtures/runtimes", "fixtures/report"},
+	"internal/testenv":   {},
+	"internal/layering":  {},
+	// The conformance suite knows runtimes only through fixtures/runtimes.
+	"suites/cni": {"cniconf", "fixtures/framework", "fixtures/runtimes", "fixtures/inspect", "fixtures/host",
+		"fixtures/cri", "fixtures/report"},
+}
+
+// Packages that may import anything but suites: the self-validation starts
+// runtimes of its own as stand-ins for a node's.
+var anythingBelowSuites = []string{"suites/selfvalidation"}
+
+var testFrameworks = []string{"github.com/onsi/ginkgo", "github.com/onsi/gomega"}
+
+// violation is one import against the direction.
+type violation struct{ file, imp, why string }
+
+// check walks root's Go files and returns every import against the rules.
+func check(root string) ([]violation, error) {
+	var out []violation
+	fset := token.NewFileSet()
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if name := d.Name(); path != root && (strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") || name == "testdata") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		pkg := filepath.ToSlash(filepath.Dir(rel))
+		isTest := strings.HasSuffix(path, "_test.go")
+		for _, is := range f.Imports {
+			imp := strings.Trim(is.Path.Value, `"`)
+			if why := judge(pkg, imp, isTest); why != "" {
+				out = append(out, violation{rel, imp, why})
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// judge says why pkg may not import imp, or "" when it may.
+func judge(pkg, imp string, isTest bool) string {
+	inSuites := strings.HasPrefix(pkg, "suites/")
+	for _, tf := range testFrameworks {
+		if strings.HasPrefix(imp, tf) && !inSuites {
+			return "Ginkgo and Gomega belong in suites/; engine packages have plain Go tests"
+		}
+	}
+	target, ok := strings.CutPrefix(imp, module)
+	if !ok {
+		return ""
+	}
+	switch {
+	case strings.HasPrefix(target, "suites/"):
+		return "nothing imports suites"
+	case target == "internal/testenv" && !isTest:
+		return "internal/testenv is for tests only"
+	case (isTest && !inSuites) || target == pkg || slices.Contains(anythingBelowSuites, pkg):
+		return ""
+	}
+	rules, known := allowed[pkg]
+	if !known {
+		return "package " + pkg + " has no entry in the layering table: give it one"
+	}
+	if !slices.Contains(rules, target) {
+		return pkg + " may import only " + strings.Join(rules, ", ")
+	}
+	return ""
+}
+
+func TestImportsFollowTheDirection(t *testing.T) {
+	vs, err := check(testenv.RepoRoot(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range vs {
+		t.Errorf("%s imports %s: %s", v.file, v.imp, v.why)
+	}
+}
+
+// The checker itself, on a tree that breaks every rule once: a test that
+// cannot fail would prove nothing.
+func TestEveryRuleIsEnforced(t *testing.T) {
+	root := t.TempDir()
+	write := func(rel, src string) {
+		p := filepath.Join(root, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("cniconf/a.go", `package cniconf; import _ "`+module+`fixtures/host"`)
+	write("fixtures/inspect/a.go", `package inspect; import _ "github.com/onsi/gomega"`)
+	write("fixtures/report/a.go", `package report; import _ "`+module+`suites/cni"`)
+	write("fixtures/host/a.go", `package host; import _ "`+module+`internal/testenv"`)
+	write("suites/cni/a_test.go", `package cni; import _ "`+module+`fixtures/containerd"`)
+	write("fixtures/newpkg/a.go", `package newpkg; import _ "`+module+`cniconf"`)
+	// Allowed: a test reaching sideways, and the self-validation's stand-ins.
+	write("fixtures/inspect/b_test.go", `package inspect; import _ "`+module+`fixtures/containerd"`)
+	write("suites/selfvalidation/a_test.go", `package sv; import _ "`+module+`fixtures/containerd"`)
+	vs, err := check(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, v := range vs {
+		got = append(got, v.file)
+	}
+	sort.Strings(got)
+	want := []string{"cniconf/a.go", "fixtures/host/a.go", "fixtures/inspect/a.go", "fixtures/newpkg/a.go", "fixtures/report/a.go", "suites/cni/a_test.go"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("violations in %v, want %v (%+v)", got, want, vs)
+	}
+}
