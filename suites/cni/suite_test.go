@@ -78,6 +78,10 @@ func TestMain(m *testing.M) {
 		os.Exit(list(m))
 	}
 	flag.Parse()
+	if err := lockReportDir(*flagReportDir); err != nil {
+		fmt.Fprintf(os.Stderr, "cnifault: %v\n", err)
+		os.Exit(report.ExitHarness)
+	}
 	m.Run()
 	os.Exit(exitCode)
 }
