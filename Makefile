@@ -30,20 +30,25 @@ deps:
 
 build: $(BIN)/cnifault-pause $(BIN)/cni-fault $(BIN)/cnifault-runc-wrapper $(BIN)/cnifault
 
+# Binaries are built beside their target and renamed into place, so that a
+# run at once in the same checkout (two `make e2e`) never executes one half
+# written: it sees the old file or the new one.
+INSTALL_BIN = mv -f $@.$$$$.tmp $@
+
 $(BIN)/cnifault-pause: FORCE
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags=-s\ -w -o $@ ./cmd/cnifault-pause
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags=-s\ -w -o $@.$$$$.tmp ./cmd/cnifault-pause && $(INSTALL_BIN)
 
 $(BIN)/cni-fault: FORCE
-	CGO_ENABLED=0 $(GO) build -trimpath -o $@ ./cmd/cni-fault
+	CGO_ENABLED=0 $(GO) build -trimpath -o $@.$$$$.tmp ./cmd/cni-fault && $(INSTALL_BIN)
 
 # runc stand-in for CRI-O on hosts that refuse to lower oom_score_adj.
 $(BIN)/cnifault-runc-wrapper: FORCE
-	CGO_ENABLED=0 $(GO) build -trimpath -o $@ ./cmd/cnifault-runc-wrapper
+	CGO_ENABLED=0 $(GO) build -trimpath -o $@.$$$$.tmp ./cmd/cnifault-runc-wrapper && $(INSTALL_BIN)
 
 # The cnifault binary is the CNI suite compiled, as critest is: it runs on a
 # node without a Go toolchain.
 $(BIN)/cnifault: FORCE
-	$(GO) test -c -o $@ ./suites/cni
+	$(GO) test -c -o $@.$$$$.tmp ./suites/cni && $(INSTALL_BIN)
 
 # The suite binary is run directly by make (no shell in between), so that it
 # is make's child and learns of make's death (PR_SET_PDEATHSIG) to tear down.

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -99,10 +100,13 @@ func newScenario(ctx SpecContext) *scenario {
 		seq:         scenarioSeq,
 		logOffset:   runtime.LogSize(),
 	}
+	// Names carry the run id, so that runs at once on one node (two `make
+	// e2e` in one checkout) never read each other's CNI state as their own:
+	// netfilter rules are told apart by the network name in their comment.
 	sc.Network = cniconf.Network{
-		Name:        fmt.Sprintf("cnifault-%s-%d", id, sc.seq),
+		Name:        fmt.Sprintf("cnifault-%s-%d-%s", id, sc.seq, runID),
 		Bridge:      fmt.Sprintf("cnf%d-%s", GinkgoParallelProcess(), runID),
-		Subnet:      fmt.Sprintf("10.250.%d.0/24", GinkgoParallelProcess()%250),
+		Subnet:      fmt.Sprintf("10.250.%d.0/24", subnetOctet()),
 		IPAMDataDir: filepath.Join(runtime.WorkDir(), "ipam", fmt.Sprintf("%d-%s", sc.seq, id)),
 	}
 	Expect(os.MkdirAll(sc.Network.IPAMDataDir, 0o755)).To(Succeed())
@@ -113,6 +117,15 @@ func newScenario(ctx SpecContext) *scenario {
 	DeferCleanup(sc.record)
 	DeferCleanup(sc.reclaim, NodeTimeout(reclaimTimeout))
 	return sc
+}
+
+// subnetOctet picks this process's scenario subnet in 10.250.0.0/16:
+// distinct for the parallel processes of a run, and spread by the run id
+// over runs at once. Two runs that still meet share no state through it:
+// bridges are their own and carry no host address (isGateway is off).
+func subnetOctet() int {
+	n, _ := strconv.ParseUint(runID, 16, 32)
+	return int((n + uint64(GinkgoParallelProcess())) % 250)
 }
 
 // takeBaseline inventories the instance right before the call under test,

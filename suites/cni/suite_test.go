@@ -80,6 +80,10 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "cnifault: "+strings.ReplaceAll(err.Error(), "\n", "\ncnifault: "))
 		os.Exit(report.ExitHarness)
 	}
+	if err := lockReportDir(tc.ReportDir); err != nil {
+		fmt.Fprintf(os.Stderr, "cnifault: %v\n", err)
+		os.Exit(report.ExitHarness)
+	}
 	m.Run()
 	os.Exit(exitCode)
 }

@@ -1,0 +1,80 @@
+package testenv
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/cnifault/cnifault/fixtures/host"
+)
+
+// HelperReady is what a helper process prints once it stands where the
+// test wants it (a harness with its runtime up and a pod running).
+const HelperReady = "ready"
+
+// StartHelper runs the test binary's test run as a helper process, with
+// env added, and returns once it printed HelperReady: a stand-in for a
+// harness that the test then kills outright. The helper is killed at the
+// test's end if it still runs.
+func StartHelper(t *testing.T, run string, timeout time.Duration, env ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+run+"$", "-test.v")
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	})
+	ready := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if sc.Text() == HelperReady {
+				ready <- true
+				return
+			}
+			fmt.Fprintf(os.Stderr, "helper: %s\n", sc.Text())
+		}
+		ready <- false
+	}()
+	select {
+	case ok := <-ready:
+		if !ok {
+			_ = cmd.Wait()
+			t.Fatalf("the helper %s ended before it was ready", run)
+		}
+	case <-time.After(timeout):
+		t.Fatalf("the helper %s was not ready within %s", run, timeout)
+	}
+	return cmd
+}
+
+// RequireGone fails the test for each of an instance's resources that is
+// still on the node: a mount under its work or state dir, either dir, its
+// cgroup parent in any hierarchy, or its bridge.
+func RequireGone(t *testing.T, workDir, stateDir, cgroupParent, bridge string) {
+	t.Helper()
+	if ms, _ := host.MountsUnder(workDir, stateDir); len(ms) > 0 {
+		t.Errorf("mounts left: %v", ms)
+	}
+	cgroups, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", cgroupParent))
+	cgroups = append(cgroups, filepath.Join("/sys/fs/cgroup", cgroupParent))
+	for _, p := range append([]string{workDir, stateDir, filepath.Join("/sys/class/net", bridge)}, cgroups...) {
+		if _, err := os.Lstat(p); err == nil {
+			t.Errorf("%s left", p)
+		}
+	}
+}
