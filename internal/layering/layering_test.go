@@ -37,7 +37,7 @@ var allowed = map[string][]string{
 	"fixtures/runtimes": {"cniconf", "fixtures/containerd", "fixtures/crio", "fixtures/daemon", "fixtures/host",
 		"fixtures/cri", "fixtures/image", "fixtures/inspect", "fixtures/report"},
 	"fixtures/framework": {"cniconf", "fixtures/runtimes", "fixtures/report"},
-	"internal/testenv":   {},
+	"internal/testenv":   {"fixtures/host"},
 	"internal/layering":  {},
 	// The conformance suite knows runtimes only through fixtures/runtimes.
 	"suites/cni": {"cniconf", "fixtures/framework", "fixtures/runtimes", "fixtures/inspect", "fixtures/host",
