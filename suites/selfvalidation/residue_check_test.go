@@ -138,3 +138,18 @@ var _ = Describe("The residue check", Serial, func() {
 		})
 	})
 })
+
+var _ = Describe("An own name", func() {
+	DescribeTable("is one that carries an own run id or instance as a whole part",
+		func(name string, want bool) {
+			own.record("a1b2c3-p1")
+			Expect(own.owns(name)).To(Equal(want))
+		},
+		Entry("a state dir", "a1b2c3-p1", true),
+		Entry("a cgroup parent", "cnifault-a1b2c3-p2", true),
+		Entry("the stand-in's state dir", fmt.Sprintf("node-%d", os.Getpid()), true),
+		Entry("another process's stand-in", fmt.Sprintf("node-%d1", os.Getpid()), false),
+		Entry("a longer hex run", "a1b2c3d4-p1", false),
+		Entry("a build dir", "go-build1a1b2c3", false),
+	)
+})

@@ -90,13 +90,23 @@ func (o *owned) recordWorkDirs() {
 	}
 }
 
-// owns reports whether name carries an own run id or instance name.
+// owns reports whether name carries an own run id or instance name as a
+// part of its own ("cnifault-<id>-p1", "cnf1-<id>"): run ids are random,
+// and node-<pid> must not match another process's node-<pid>1.
 func (o *owned) owns(name string) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for t := range o.tokens {
-		if strings.Contains(name, t) {
-			return true
+		for rest, at := name, 0; ; {
+			i := strings.Index(rest, t)
+			if i < 0 {
+				break
+			}
+			start, end := at+i, at+i+len(t)
+			if (start == 0 || name[start-1] == '-') && (end == len(name) || name[end] == '-') {
+				return true
+			}
+			rest, at = rest[i+1:], at+i+1
 		}
 	}
 	return false
