@@ -76,6 +76,21 @@ func mountTmpfs(dir string) {
 	})
 }
 
+// spareNodeDir is a node dir of nodeDirs that no managed instance uses.
+const spareNodeDir = "/opt/containerd"
+
+// newNodeDir makes spareNodeDir if the node has none, and takes it away
+// when the spec ends; it reports whether it made it.
+func newNodeDir() bool {
+	GinkgoHelper()
+	if _, err := os.Lstat(spareNodeDir); err == nil {
+		return false
+	}
+	Expect(os.Mkdir(spareNodeDir, 0o755)).To(Succeed())
+	DeferCleanup(os.Remove, spareNodeDir)
+	return true
+}
+
 var _ = Describe("The residue check", Serial, func() {
 	var before *nodeState
 	var run string // a run id of this self-validation's, as a harness run has
@@ -96,6 +111,11 @@ var _ = Describe("The residue check", Serial, func() {
 			// Another harness's bridge, and a veth pair on no harness bridge.
 			addLink(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: fmt.Sprintf("cnf9-%06x", (os.Getpid()+1)%0xffffff)}})
 			addLink(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: linkName("rsu", 0)}, PeerName: linkName("rsu", 1)})
+			// A node dir someone else makes and uses.
+			if newNodeDir() {
+				Expect(os.WriteFile(filepath.Join(spareNodeDir, "someone-elses"), nil, 0o644)).To(Succeed())
+				DeferCleanup(os.Remove, filepath.Join(spareNodeDir, "someone-elses"))
+			}
 
 			By("inspecting the node")
 			Expect(takeNodeState()).To(matchNodeState(before))
@@ -118,6 +138,7 @@ var _ = Describe("The residue check", Serial, func() {
 			br, err := netlink.LinkByName(bridge)
 			Expect(err).NotTo(HaveOccurred())
 			Expect(netlink.LinkSetMaster(port, br)).To(Succeed())
+			made := newNodeDir()
 			state := filepath.Join(stateRoot, run+"-p9")
 			Expect(os.MkdirAll(state, 0o755)).To(Succeed())
 			DeferCleanup(func() {
@@ -135,6 +156,9 @@ var _ = Describe("The residue check", Serial, func() {
 				ContainSubstring("link "+linkName("rsp", 0)),
 				ContainSubstring("file "+state),
 			))
+			if made {
+				Expect(m.FailureMessage(nil)).To(ContainSubstring("dir " + spareNodeDir))
+			}
 		})
 	})
 })

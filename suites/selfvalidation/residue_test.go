@@ -31,7 +31,7 @@ import (
 //   - links: an own run's bridge (cnf<N>-<run id>), a port of it, a veth
 //     whose peer is in an own netns;
 //   - files: entries of node dirs named for an own run, libcni cache entries
-//     of an own pod, and node dirs that did not exist before.
+//     of an own pod, and node dirs that did not exist before and are empty.
 
 // stateRoot is where every harness run keeps its instance's state dir.
 const stateRoot = "/run/cnifault"
@@ -42,6 +42,12 @@ type nodeState struct {
 	Mounts    []string // "fstype mount point"
 	Links     []string
 	Files     []string
+	// The node dirs that exist, and those of them that are empty: a node
+	// dir that appears during the run and is left empty is one a harness
+	// run made and did not take away again. One that holds entries of
+	// others is theirs too (or shared), and an own entry in it is reported
+	// for itself.
+	Dirs, EmptyDirs []string
 }
 
 // owned is what identifies the harness runs of this self-validation: their
@@ -193,10 +199,9 @@ func takeNodeState() *nodeState {
 		if err != nil {
 			continue
 		}
-		// A node dir that appears during the run is one the harness made
-		// (the state root only while it is empty: other runs share it).
-		if d != stateRoot || len(entries) == 0 {
-			s.Files = append(s.Files, d+"/")
+		s.Dirs = append(s.Dirs, d)
+		if len(entries) == 0 {
+			s.EmptyDirs = append(s.EmptyDirs, d)
 		}
 		for _, e := range entries {
 			if own.owns(e.Name()) || d == "/var/lib/cni/results" && ownCacheEntry(filepath.Join(d, e.Name())) {
@@ -336,6 +341,11 @@ func (m *nodeStateMatcher) Match(actual any) (bool, error) {
 	diff("mount", m.before.Mounts, after.Mounts)
 	diff("link", m.before.Links, after.Links)
 	diff("file", m.before.Files, after.Files)
+	for _, d := range after.EmptyDirs {
+		if !slices.Contains(m.before.Dirs, d) {
+			m.added = append(m.added, "dir "+d)
+		}
+	}
 	return len(m.added) == 0, nil
 }
 
