@@ -146,6 +146,10 @@ var _ = Describe("The residue check", Serial, func() {
 				_ = syscall.Rmdir(stateRoot) // only if empty: other runs share it
 			})
 
+			cgroup := filepath.Join("/sys/fs/cgroup/pids", "cnifault-"+run+"-p9")
+			Expect(os.Mkdir(cgroup, 0o755)).To(Succeed())
+			DeferCleanup(syscall.Rmdir, cgroup)
+
 			By("inspecting the node")
 			m := matchNodeState(before)
 			Expect(m.Match(takeNodeState())).To(BeFalse())
@@ -155,6 +159,7 @@ var _ = Describe("The residue check", Serial, func() {
 				ContainSubstring("link "+bridge),
 				ContainSubstring("link "+linkName("rsp", 0)),
 				ContainSubstring("file "+state),
+				ContainSubstring("file "+cgroup),
 			))
 			if made {
 				Expect(m.FailureMessage(nil)).To(ContainSubstring("dir " + spareNodeDir))
