@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -13,6 +14,7 @@ import (
 	"github.com/containernetworking/cni/pkg/version"
 
 	"github.com/cnifault/cnifault/cniconf"
+	"github.com/cnifault/cnifault/internal/testenv"
 )
 
 // prevResult100 is what a bridge plugin earlier in the chain hands on.
@@ -121,11 +123,19 @@ func TestHangNeverExitsAndHoldsNoLock(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- c.Wait() }()
-	select {
-	case err := <-done:
-		t.Fatalf("hang exited by itself: %v, stdout %q", err, stdout)
-	case <-time.After(300 * time.Millisecond):
-	}
+	// It has taken its place in the sequence once it has journaled: only
+	// then is the retry the second invocation, not the hanging one.
+	testenv.Eventually(t, 10*time.Second, func() error {
+		select {
+		case err := <-done:
+			t.Fatalf("hang exited by itself: %v, stdout %q", err, stdout)
+		default:
+		}
+		if n := len(h.journal()); n < 1 {
+			return fmt.Errorf("the hanging invocation has not journaled yet")
+		}
+		return nil
+	})
 	// The same pod's retry must not wait for the hanging invocation.
 	h.run(cniconf.VerbAdd, "pod-a").passed(t)
 	select {

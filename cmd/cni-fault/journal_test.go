@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"os"
 	"slices"
 	"syscall"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cnifault/cnifault/cniconf"
+	"github.com/cnifault/cnifault/internal/testenv"
 )
 
 // journalKeys is the line schema the harness relies on.
@@ -33,10 +35,12 @@ func TestJournalRecordsEveryInvocation(t *testing.T) {
 	}
 	pids = append(pids, c.Process.Pid)
 	// The hanging invocation has journaled before anyone kills it.
-	deadline := time.Now().Add(5 * time.Second)
-	for len(h.journal()) < 3 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if n := len(h.journal()); n < 3 {
+			return fmt.Errorf("the journal holds %d invocations, want the hanging third", n)
+		}
+		return nil
+	})
 	if err := c.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}

@@ -62,19 +62,28 @@ func StartHelper(t *testing.T, run string, timeout time.Duration, env ...string)
 	return cmd
 }
 
-// RequireGone fails the test for each of an instance's resources that is
-// still on the node: a mount under its work or state dir, either dir, its
-// cgroup parent in any hierarchy, or its bridge.
+// RequireGone waits up to 10 s for each of an instance's resources to
+// leave the node, and fails the test naming those still there: a mount
+// under its work or state dir, either dir, its cgroup parent in any
+// hierarchy, or its bridge. A sweep's kills and unmounts land a moment after
+// it returns on a loaded machine, so one look would be a race.
 func RequireGone(t *testing.T, workDir, stateDir, cgroupParent, bridge string) {
 	t.Helper()
-	if ms, _ := host.MountsUnder(workDir, stateDir); len(ms) > 0 {
-		t.Errorf("mounts left: %v", ms)
-	}
-	cgroups, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", cgroupParent))
-	cgroups = append(cgroups, filepath.Join("/sys/fs/cgroup", cgroupParent))
-	for _, p := range append([]string{workDir, stateDir, filepath.Join("/sys/class/net", bridge)}, cgroups...) {
-		if _, err := os.Lstat(p); err == nil {
-			t.Errorf("%s left", p)
+	Eventually(t, 10*time.Second, func() error {
+		var left []string
+		if ms, _ := host.MountsUnder(workDir, stateDir); len(ms) > 0 {
+			left = append(left, fmt.Sprintf("mounts %v", ms))
 		}
-	}
+		cgroups, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", cgroupParent))
+		cgroups = append(cgroups, filepath.Join("/sys/fs/cgroup", cgroupParent))
+		for _, p := range append([]string{workDir, stateDir, filepath.Join("/sys/class/net", bridge)}, cgroups...) {
+			if _, err := os.Lstat(p); err == nil {
+				left = append(left, p)
+			}
+		}
+		if len(left) > 0 {
+			return fmt.Errorf("left on the node: %v", left)
+		}
+		return nil
+	})
 }

@@ -47,7 +47,7 @@ var _ = Describe("A run killed outright", Label("interrupt", "sweep"), Serial, f
 			Expect(string(output)).To(ContainSubstring("sweeping stale instance"))
 
 			By("inspecting the node")
-			Expect(takeNodeState()).To(matchNodeState(before))
+			expectNoResidue(ctx, before)
 		},
 			Entry("containerd-2.4", "containerd-2.4", SpecTimeout(killedTimeout)),
 			Entry("crio-1.34", "crio-1.34", SpecTimeout(killedTimeout)),

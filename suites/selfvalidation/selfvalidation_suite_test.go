@@ -16,14 +16,26 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"github.com/cnifault/cnifault/fixtures/host"
 	"github.com/cnifault/cnifault/fixtures/report"
 )
 
 // suiteRunTimeout bounds one whole run of the CNI suite on one runtime.
 const suiteRunTimeout = 5 * time.Minute
 
+// residueSettle bounds how long what a run made may take to go after the
+// run has returned: its orphaned processes to exit, their mounts to go.
+const residueSettle = 30 * time.Second
+
 func TestSelfValidation(t *testing.T) {
 	RegisterFailHandler(Fail)
+	// Before anything is started: whatever a harness run leaves running
+	// must come back to this process, for the residue check to find.
+	stop, err := host.AdoptOrphans()
+	if err != nil {
+		t.Fatalf("becoming a child subreaper: %v", err)
+	}
+	defer stop()
 	RunSpecs(t, "cnifault self-validation")
 }
 
@@ -35,13 +47,40 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	repoRoot = filepath.Dir(strings.TrimSpace(string(out)))
 	Expect(suiteBinary()).To(BeAnExistingFile(), "build the suite first (make test does)")
+	// Which runs are this self-validation's: their work dirs exist while
+	// they run, and the residue check counts only what they made.
+	sampling := time.NewTicker(250 * time.Millisecond)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-sampling.C:
+				own.recordWorkDirs()
+			case <-done:
+				return
+			}
+		}
+	}()
+	DeferCleanup(func() {
+		sampling.Stop()
+		close(done)
+	})
 	// Each spec checks the node in its own window; this checks the whole
 	// self-validation, so residue between windows cannot hide.
 	before := takeNodeState()
-	DeferCleanup(func() {
-		Expect(takeNodeState()).To(matchNodeState(before), "the node after the whole self-validation")
-	})
+	DeferCleanup(func(ctx SpecContext) {
+		expectNoResidue(ctx, before, "the node after the whole self-validation")
+	}, NodeTimeout(residueSettle+10*time.Second))
 })
+
+// expectNoResidue waits until the node holds nothing of this
+// self-validation's runs that it did not hold at before.
+func expectNoResidue(ctx SpecContext, before *nodeState, description ...any) {
+	GinkgoHelper()
+	Eventually(func(g Gomega) {
+		g.Expect(takeNodeState()).To(matchNodeState(before), description...)
+	}).WithContext(ctx).WithTimeout(residueSettle).Should(Succeed())
+}
 
 func suiteBinary() string {
 	if b := os.Getenv("CNIFAULT_SUITE_BINARY"); b != "" {
@@ -94,6 +133,7 @@ func runSuite(ctx context.Context, runtime string) run {
 	}
 	r.Report, err = report.Read(filepath.Join(reportDir, "report.json"))
 	Expect(err).NotTo(HaveOccurred(), "the suite wrote no readable report:\n%s", out)
+	own.recordEndpoint(r.Report.Runtime.Endpoint)
 	return r
 }
 

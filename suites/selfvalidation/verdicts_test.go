@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -269,7 +270,7 @@ var _ = Describe("cnifault", Ordered, ContinueOnFailure, func() {
 		Expect(string(readme)).To(ContainSubstring(report.Matrix(reports)), "run make verdict-table")
 	})
 
-	It("leaves no process, mount, link or file on the node", func() {
-		Expect(takeNodeState()).To(matchNodeState(residue))
-	})
+	It("leaves no process, mount, link or file on the node", func(ctx SpecContext) {
+		expectNoResidue(ctx, residue)
+	}, SpecTimeout(residueSettle+10*time.Second))
 })
