@@ -68,16 +68,22 @@ func (p *progress) end(id, verdict string, d time.Duration) {
 	fmt.Fprintf(p.out, "%-7s %-28s %5.1fs\n", strings.ToUpper(verdict), id, d.Seconds())
 }
 
-var _ = ReportBeforeEach(func(s SpecReport) {
-	if previewing || s.State.Is(types.SpecStateSkipped|types.SpecStatePending) {
-		return
-	}
-	live.start(labelID(s.Labels()))
-})
-
-var _ = ReportAfterEach(func(s SpecReport) {
-	if previewing || s.State.Is(types.SpecStateSkipped|types.SpecStatePending) {
-		return
-	}
-	live.end(labelID(s.Labels()), verdict(s, ""), s.RunTime)
-})
+// registerProgress adds the nodes that show each scenario as it runs. It is
+// called just before RunSpecs, not at package level: Ginkgo's PreviewSpecs
+// (the catalog, read first) rebuilds the suite from its top-level containers
+// and suite nodes only, so a top-level ReportBeforeEach declared with
+// `var _ =` is silently gone by the time the specs run.
+func registerProgress() {
+	ReportBeforeEach(func(s SpecReport) {
+		if s.State.Is(types.SpecStateSkipped | types.SpecStatePending) {
+			return
+		}
+		live.start(labelID(s.Labels()))
+	})
+	ReportAfterEach(func(s SpecReport) {
+		if s.State.Is(types.SpecStateSkipped | types.SpecStatePending) {
+			return
+		}
+		live.end(labelID(s.Labels()), verdict(s, ""), s.RunTime)
+	})
+}

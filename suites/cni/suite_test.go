@@ -106,6 +106,7 @@ func TestCNIFault(t *testing.T) {
 	if suite.Timeout == time.Hour { // Ginkgo's default: far too long for a CI gate
 		suite.Timeout = 20 * time.Minute
 	}
+	registerProgress()
 	RunSpecs(t, "cnifault", suite, reporter)
 }
 
