@@ -25,8 +25,12 @@ UNIT_PKGS = ./cniconf/... ./fixtures/... ./cmd/... ./internal/...
 
 all: build
 
+# `make deps` installs everything (what `make test` needs); with RUNTIME
+# given, or for `make e2e`, only what that runtime needs (hack/programs.txt).
+DEPS_RUNTIMES = $(if $(filter test unit selfvalidate,$(MAKECMDGOALS)),,$(if $(or $(filter-out file,$(origin RUNTIME)),$(filter e2e,$(MAKECMDGOALS))),$(RUNTIME)))
+
 deps:
-	bash hack/deps.sh
+	bash hack/deps.sh $(DEPS_RUNTIMES)
 
 build: $(BIN)/cnifault-pause $(BIN)/cni-fault $(BIN)/cnifault-runc-wrapper $(BIN)/cnifault
 
