@@ -44,20 +44,25 @@ for r in "$@"; do
 done
 
 # chosen prints the sources (apt:<pkg>, build:<what>, project, go) that the
-# wanted runtimes need, one a line; with none wanted, every source.
+# wanted runtimes need, one a line, each once; with none wanted, every source.
 chosen() {
-  awk -v want="${wanted[*]}" '
-    /^[[:space:]]*(#|$)/ { next }
-    NF < 4 { printf "hack/programs.txt:%d: want 4 columns\n", NR > "/dev/stderr"; exit 2 }
-    {
-      n = split(want, w, " ")
-      ok = (n == 0)
-      split($3, tags, ",")
-      for (i = 1; i <= n && !ok; i++)
-        for (t in tags)
-          if (tags[t] == "all" || tags[t] == w[i] || index(w[i], tags[t] "-") == 1) ok = 1
-      if (ok && !seen[$2]++) print $2
-    }' hack/programs.txt
+  local n=0 program source needed runby extra tag w ok
+  local -A seen=()
+  while read -r program source needed runby extra; do
+    n=$((n + 1))
+    [[ -z $program || $program == \#* ]] && continue
+    [[ -n $runby && -z $extra ]] || die "hack/programs.txt:$n: want 4 columns"
+    ok=$(( ${#wanted[@]} == 0 ))
+    for tag in ${needed//,/ }; do
+      for w in "${wanted[@]}"; do
+        [[ $tag == all || $tag == "$w" || $w == "$tag"-* ]] && ok=1
+      done
+    done
+    if ((ok)) && [[ -z ${seen[$source]:-} ]]; then
+      seen[$source]=1
+      echo "$source"
+    fi
+  done <hack/programs.txt
 }
 sources=$(chosen)
 apt_packages=($(sed -n 's/^apt://p' <<<"$sources"))
