@@ -19,7 +19,7 @@ KNOWN_FAILURES ?=
 # the self-validation, which executes the compiled suite binary.
 UNIT_PKGS = ./cniconf/... ./fixtures/... ./cmd/... ./internal/...
 
-.PHONY: all deps build e2e test unit selfvalidate vet clean verdict-table
+.PHONY: all deps build e2e test unit selfvalidate vet clean verdict-table soak
 
 all: build
 
@@ -55,6 +55,13 @@ e2e: deps build
 	exec env CNIFAULT_GATE_PREPARED=1 RUNTIME='$(RUNTIME)' REPORT_DIR='$(REPORT_DIR)' KNOWN_FAILURES='$(KNOWN_FAILURES)' bash hack/gate.sh $(GINKGO_FLAGS)
 
 test: deps build vet unit selfvalidate
+
+# Repeatability: the whole catalog N times on each of RUNTIMES, reporting any
+# scenario whose verdict or leaked kinds changed between runs (hack/soak.sh).
+N ?= 3
+RUNTIMES ?= containerd-1.6 containerd-2.4 crio-1.34
+soak:
+	N='$(N)' RUNTIMES='$(RUNTIMES)' bash hack/soak.sh
 
 vet:
 	$(GO) vet ./...
