@@ -118,3 +118,43 @@ var _ = Describe("A containerd build that is none of the named runtimes", Label(
 		Expect(r.Report.Scenario("healthy-network").Verdict).To(Equal(report.Pass))
 	}, SpecTimeout(suiteRunTimeout))
 })
+
+// runGate runs hack/gate.sh, CI's gate command, as CI does, and returns its
+// exit status and output.
+func runGate(ctx context.Context, runtime, name string, extra ...string) (int, string) {
+	GinkgoHelper()
+	reportDir := filepath.Join(repoRoot, "_output", "reports", name)
+	Expect(os.RemoveAll(reportDir)).To(Succeed())
+	args := append([]string{filepath.Join(repoRoot, "hack", "gate.sh"), "--work-dir", filepath.Join(repoRoot, "_output", "work-"+name)}, extra...)
+	cmd := exec.CommandContext(ctx, "bash", args...)
+	cmd.Env = append(os.Environ(), "RUNTIME="+runtime, "REPORT_DIR="+reportDir)
+	out, err := cmd.CombinedOutput()
+	GinkgoWriter.Printf("%s\n", out)
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		return exit.ExitCode(), string(out)
+	}
+	Expect(err).NotTo(HaveOccurred(), string(out))
+	return 0, string(out)
+}
+
+var _ = Describe("CI's gate command", Label("gating"), func() {
+	When("a scenario fails", func() {
+		It("exits 1, cnifault's status, not make's 2", func(ctx SpecContext) {
+			// no-cni-config fails on containerd 1.6.20 (a sandbox and a netns leak).
+			code, out := runGate(ctx, "containerd-1.6", "gate-fail", "-ginkgo.label-filter=scenario:no-cni-config")
+			Expect(code).To(Equal(report.ExitFail), out)
+			r, err := report.Read(filepath.Join(repoRoot, "_output", "reports", "gate-fail", "report.json"))
+			Expect(err).NotTo(HaveOccurred(), out)
+			Expect(r.Scenario("no-cni-config").Verdict).To(Equal(report.Fail))
+		}, SpecTimeout(suiteRunTimeout))
+	})
+
+	When("it cannot prepare the run", func() {
+		It("exits 2", func(ctx SpecContext) {
+			code, out := runGate(ctx, "containerd-0.1", "gate-bad-runtime")
+			Expect(code).To(Equal(report.ExitHarness), out)
+			Expect(out).To(ContainSubstring("unknown runtime containerd-0.1"))
+		}, SpecTimeout(suiteRunTimeout))
+	})
+})
