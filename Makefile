@@ -32,20 +32,25 @@ deps:
 
 build: $(BIN)/cnifault-pause $(BIN)/cni-fault $(BIN)/cnifault-runc-wrapper $(BIN)/cnifault
 
+# Each binary is built beside its target and renamed over it: a run in
+# progress in the same checkout (two make e2e at once) keeps executing and
+# reading the file it opened, and never sees one half-written.
+TMP_OUT = $@.tmp.$$$$
+
 $(BIN)/cnifault-pause: FORCE
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags=-s\ -w -o $@ ./cmd/cnifault-pause
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags=-s\ -w -o $(TMP_OUT) ./cmd/cnifault-pause && mv -f $(TMP_OUT) $@
 
 $(BIN)/cni-fault: FORCE
-	CGO_ENABLED=0 $(GO) build -trimpath -o $@ ./cmd/cni-fault
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(TMP_OUT) ./cmd/cni-fault && mv -f $(TMP_OUT) $@
 
 # runc stand-in for CRI-O on hosts that refuse to lower oom_score_adj.
 $(BIN)/cnifault-runc-wrapper: FORCE
-	CGO_ENABLED=0 $(GO) build -trimpath -o $@ ./cmd/cnifault-runc-wrapper
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(TMP_OUT) ./cmd/cnifault-runc-wrapper && mv -f $(TMP_OUT) $@
 
 # The cnifault binary is the CNI suite compiled, as critest is: it runs on a
 # node without a Go toolchain.
 $(BIN)/cnifault: FORCE
-	$(GO) test -c -o $@ ./suites/cni
+	$(GO) test -c -o $(TMP_OUT) ./suites/cni && mv -f $(TMP_OUT) $@
 
 # hack/gate.sh holds the suite's command line (also CI's gate, which needs
 # cnifault's own exit status, not make's). Both it and sh exec, so the suite
