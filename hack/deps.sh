@@ -1,74 +1,146 @@
 #!/usr/bin/env bash
-# Installs everything cnifault needs on a Debian 12 node, as root. Idempotent:
+# Installs what cnifault needs on a Debian 12 node, as root. Idempotent:
 # each step checks before it acts, so re-running costs seconds.
+#
+#   hack/deps.sh                  everything: every managed runtime and the tests (make test)
+#   hack/deps.sh RUNTIME...       what those runtimes need (make e2e RUNTIME=...): containerd-1.6,
+#                                 containerd-2.4, crio-1.34, or a containerd bin dir
+#   hack/deps.sh --list [RUNTIME...]   print the Debian packages and builds chosen, change nothing
+#
+# What is installed comes from hack/programs.txt, the one list of every
+# program cnifault, its tests, its runtimes and their plugins execute.
 #
 # Built artefacts that take minutes are cached outside the clone, keyed by
 # version, so a fresh CI clone on the same node reuses them:
 #   $CNIFAULT_CACHE/containerd-v2.4.2/bin   containerd 2.4.2 built from its module
 #   $CNIFAULT_CACHE/cni-plugins-<ver>/      reference CNI plugins from go.mod's pin
 #   $CNIFAULT_CACHE/crio-v1.34.0/bin        crio and pinns (hack/build-crio.sh)
+#
+# Two runs at once (two `make e2e` in one checkout, or two clones sharing the
+# cache) take turns: everything below the root check holds an exclusive lock
+# on $CNIFAULT_CACHE/deps.lock.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 CACHE="${CNIFAULT_CACHE:-${HOME:-/root}/.cache/cnifault}"
 OUT="${OUTPUT_DIR:-_output}"
 CONTAINERD_VERSION="${CONTAINERD_VERSION:-v2.4.2}"
-# conmon and skopeo serve the crio-1.34 managed runtime (CRI-O's per-pod
-# monitor, and the import of the pause image into its storage); make and a C
-# compiler build its pinns.
-APT_PACKAGES=(containerd runc iproute2 iptables util-linux ca-certificates conmon skopeo make gcc libc6-dev)
+MANAGED=(containerd-1.6 containerd-2.4 crio-1.34)
 
 log() { printf '[deps] %s\n' "$*"; }
+die() { echo "hack/deps.sh: $*" >&2; exit 2; }
 
-if [[ $(id -u) -ne 0 ]]; then
-  echo "cnifault needs root: it runs containerd, mounts network namespaces and creates links" >&2
-  exit 2
+list=0
+if [[ ${1:-} == --list ]]; then list=1; shift; fi
+# A runtime given as a bin dir is a containerd build: it needs what every
+# containerd needs.
+wanted=()
+for r in "$@"; do
+  case "$r" in
+    /*|./*|../*) wanted+=(containerd) ;;
+    containerd-1.6|containerd-2.4|crio-1.34) wanted+=("$r") ;;
+    *) die "unknown runtime $r (one of ${MANAGED[*]}, or a containerd bin dir)" ;;
+  esac
+done
+
+# chosen prints the sources (apt:<pkg>, build:<what>, project, go) that the
+# wanted runtimes need, one a line, each once; with none wanted, every source.
+chosen() {
+  local n=0 program source needed runby extra tag w ok
+  local -A seen=()
+  while read -r program source needed runby extra; do
+    n=$((n + 1))
+    [[ -z $program || $program == \#* ]] && continue
+    [[ -n $runby && -z $extra ]] || die "hack/programs.txt:$n: want 4 columns"
+    ok=$(( ${#wanted[@]} == 0 ))
+    for tag in ${needed//,/ }; do
+      for w in "${wanted[@]}"; do
+        [[ $tag == all || $tag == "$w" || $w == "$tag"-* ]] && ok=1
+      done
+    done
+    if ((ok)) && [[ -z ${seen[$source]:-} ]]; then
+      seen[$source]=1
+      echo "$source"
+    fi
+  done <hack/programs.txt
+}
+sources=$(chosen)
+apt_packages=($(sed -n 's/^apt://p' <<<"$sources"))
+needs_build() { grep -qx "build:$1" <<<"$sources"; }
+
+if ((list)); then
+  echo "apt: ${apt_packages[*]}"
+  echo "build: $(sed -n 's/^build://p' <<<"$sources" | tr '\n' ' ' | sed 's/ $//')"
+  exit 0
+fi
+
+[[ $(id -u) -eq 0 ]] || die "cnifault needs root: it runs containerd, mounts network namespaces and creates links"
+
+mkdir -p "$CACHE"
+exec 9>"$CACHE/deps.lock"
+if ! flock -n 9; then
+  log "waiting for another hack/deps.sh to finish (lock $CACHE/deps.lock)"
+  flock 9
 fi
 
 missing=()
-for p in "${APT_PACKAGES[@]}"; do
+for p in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if ((${#missing[@]})); then
   log "apt-get install ${missing[*]}"
   apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # apt's own lock may be held by another installer on the node: wait for it.
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+    -o DPkg::Lock::Timeout=300 "${missing[@]}" >/dev/null
   # Debian's postinst may start the packaged containerd where systemd runs;
   # cnifault never uses or stops it: every instance has its own socket and dirs.
 fi
 
-command -v go >/dev/null || { echo "go is required (Go 1.26 or newer)" >&2; exit 2; }
+command -v go >/dev/null || die "go is required (Go 1.26 or newer)"
 
+built=()
 # Reference CNI plugins, from the plugins module pinned in go.mod.
-plugins_version=$(go list -m -f '{{.Version}}' github.com/containernetworking/plugins)
-plugins_cache="$CACHE/cni-plugins-$plugins_version"
-if [[ ! -x "$plugins_cache/portmap" ]]; then
-  log "building CNI plugins $plugins_version (bridge, host-local, loopback, portmap; about a minute)"
-  mkdir -p "$plugins_cache.tmp"
-  CGO_ENABLED=0 go build -trimpath -o "$plugins_cache.tmp/" \
-    github.com/containernetworking/plugins/plugins/main/bridge \
-    github.com/containernetworking/plugins/plugins/ipam/host-local \
-    github.com/containernetworking/plugins/plugins/main/loopback \
-    github.com/containernetworking/plugins/plugins/meta/portmap
-  rm -rf "$plugins_cache" && mv "$plugins_cache.tmp" "$plugins_cache"
+if needs_build cni-plugins; then
+  plugins_version=$(go list -m -f '{{.Version}}' github.com/containernetworking/plugins)
+  plugins_cache="$CACHE/cni-plugins-$plugins_version"
+  if [[ ! -x "$plugins_cache/portmap" ]]; then
+    log "building CNI plugins $plugins_version (bridge, host-local, loopback, portmap; about a minute)"
+    rm -rf "$plugins_cache.tmp" && mkdir -p "$plugins_cache.tmp"
+    CGO_ENABLED=0 go build -trimpath -o "$plugins_cache.tmp/" \
+      github.com/containernetworking/plugins/plugins/main/bridge \
+      github.com/containernetworking/plugins/plugins/ipam/host-local \
+      github.com/containernetworking/plugins/plugins/main/loopback \
+      github.com/containernetworking/plugins/plugins/meta/portmap
+    rm -rf "$plugins_cache" && mv "$plugins_cache.tmp" "$plugins_cache"
+  fi
+  mkdir -p "$OUT/cni"
+  ln -sfn "$plugins_cache" "$OUT/cni/bin"
+  built+=("CNI plugins $plugins_version")
 fi
-mkdir -p "$OUT/cni"
-ln -sfn "$plugins_cache" "$OUT/cni/bin"
 
 # containerd from its module, for the containerd-2.4 managed runtime.
-ctrd_cache="$CACHE/containerd-$CONTAINERD_VERSION/bin"
-if [[ ! -x "$ctrd_cache/containerd" || ! -x "$ctrd_cache/containerd-shim-runc-v2" || ! -x "$ctrd_cache/ctr" ]]; then
-  log "building containerd $CONTAINERD_VERSION from source (about 4 minutes on 2 cores; cached in $ctrd_cache)"
-  rm -rf "$ctrd_cache.tmp" && mkdir -p "$ctrd_cache.tmp"
-  # Outside the project module, so containerd's own go.mod decides its deps.
-  (cd / && GOBIN="$ctrd_cache.tmp" GOFLAGS=-mod=mod go install \
-    "github.com/containerd/containerd/v2/cmd/containerd@$CONTAINERD_VERSION" \
-    "github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2@$CONTAINERD_VERSION" \
-    "github.com/containerd/containerd/v2/cmd/ctr@$CONTAINERD_VERSION")
-  rm -rf "$ctrd_cache" && mv "$ctrd_cache.tmp" "$ctrd_cache"
+if needs_build containerd; then
+  ctrd_cache="$CACHE/containerd-$CONTAINERD_VERSION/bin"
+  if [[ ! -x "$ctrd_cache/containerd" || ! -x "$ctrd_cache/containerd-shim-runc-v2" || ! -x "$ctrd_cache/ctr" ]]; then
+    log "building containerd $CONTAINERD_VERSION from source (about 4 minutes on 2 cores; cached in $ctrd_cache)"
+    rm -rf "$ctrd_cache.tmp" && mkdir -p "$ctrd_cache.tmp"
+    # Outside the project module, so containerd's own go.mod decides its deps.
+    (cd / && GOBIN="$ctrd_cache.tmp" GOFLAGS=-mod=mod go install \
+      "github.com/containerd/containerd/v2/cmd/containerd@$CONTAINERD_VERSION" \
+      "github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2@$CONTAINERD_VERSION" \
+      "github.com/containerd/containerd/v2/cmd/ctr@$CONTAINERD_VERSION")
+    rm -rf "$ctrd_cache" && mv "$ctrd_cache.tmp" "$ctrd_cache"
+  fi
+  built+=("containerd $CONTAINERD_VERSION")
 fi
 
 # CRI-O from its module, for the crio-1.34 managed runtime.
-CNIFAULT_CACHE="$CACHE" bash hack/build-crio.sh
+if needs_build crio; then
+  CNIFAULT_CACHE="$CACHE" bash hack/build-crio.sh
+  built+=("CRI-O v1.34.0")
+fi
 
-log "ready: containerd $(/usr/bin/containerd --version | awk '{print $3}') (Debian), containerd $CONTAINERD_VERSION (cache), CRI-O v1.34.0 (cache), CNI plugins $plugins_version"
+ready="runtimes: ${wanted[*]:-all}; Debian packages: ${apt_packages[*]}"
+((${#built[@]})) && ready+="; cached builds: $(IFS=,; echo "${built[*]}" | sed 's/,/, /g')"
+log "ready: $ready"

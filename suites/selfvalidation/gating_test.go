@@ -18,12 +18,21 @@ import (
 // on containerd 2.4) and the control (passes).
 const partialOnly = "-ginkgo.label-filter=fault:partial || control"
 
-// runGated runs a subset of the suite with extra flags and reads its report.
+// runGated runs a subset of the suite on containerd 2.4 with extra flags
+// and reads its report.
 func runGated(ctx context.Context, name string, extra ...string) run {
+	GinkgoHelper()
+	return runGatedOn(ctx, "containerd-2.4", name, extra...)
+}
+
+// runGatedOn is runGated on runtime ("" for none, when extra names a bin
+// dir). A run refused before it starts (exit 2) has no report; its Report
+// is nil.
+func runGatedOn(ctx context.Context, runtime, name string, extra ...string) run {
 	GinkgoHelper()
 	reportDir := filepath.Join(repoRoot, "_output", "reports", name)
 	Expect(os.RemoveAll(reportDir)).To(Succeed())
-	cmd := suiteCommand(ctx, "containerd-2.4", reportDir, filepath.Join(repoRoot, "_output", "work-"+name), extra...)
+	cmd := suiteCommand(ctx, runtime, reportDir, filepath.Join(repoRoot, "_output", "work-"+name), extra...)
 	out, err := cmd.CombinedOutput()
 	GinkgoWriter.Printf("%s\n", out)
 	r := run{Output: string(out)}
@@ -32,6 +41,9 @@ func runGated(ctx context.Context, name string, extra ...string) run {
 		r.ExitCode = exit.ExitCode()
 	} else {
 		Expect(err).NotTo(HaveOccurred())
+	}
+	if r.ExitCode == report.ExitHarness {
+		return r
 	}
 	r.Report, err = report.Read(filepath.Join(reportDir, "report.json"))
 	Expect(err).NotTo(HaveOccurred(), string(out))
@@ -95,6 +107,9 @@ var _ = Describe("A CI gate with known failures", Label("gating"), func() {
 			list := knownFailures("- scenario: partial-add\n  resaon: typo\n")
 			r := runGated(ctx, "gating-invalid", "--known-failures", list, "-ginkgo.label-filter=control")
 			Expect(r.ExitCode).To(Equal(report.ExitHarness), r.Output)
+			// Refused before anything ran: one line naming the mistake.
+			Expect(r.Output).To(MatchRegexp(`(?m)^cnifault: .*resaon`), r.Output)
+			Expect(r.Output).NotTo(ContainSubstring("Will run"))
 		}, SpecTimeout(suiteRunTimeout))
 	})
 })
@@ -110,11 +125,51 @@ var _ = Describe("A containerd build that is none of the named runtimes", Label(
 			Expect(err).NotTo(HaveOccurred())
 			Expect(os.WriteFile(filepath.Join(dir, b), raw, 0o755)).To(Succeed())
 		}
-		r := runGated(ctx, "any-build", "--containerd-bin-dir", dir, "-ginkgo.label-filter=control")
+		r := runGatedOn(ctx, "", "any-build", "--containerd-bin-dir", dir, "-ginkgo.label-filter=control")
 		Expect(r.ExitCode).To(Equal(report.ExitPass), r.Output)
 		Expect(r.Report.Runtime.Managed).To(Equal("containerd@" + dir))
 		Expect(r.Report.Runtime.Version).To(HavePrefix("2.4.2"))
 		Expect(r.Report.Runtime.Details).To(HaveKeyWithValue("config_version", "3"))
 		Expect(r.Report.Scenario("healthy-network").Verdict).To(Equal(report.Pass))
 	}, SpecTimeout(suiteRunTimeout))
+})
+
+// runGate runs hack/gate.sh, CI's gate command, as CI does, and returns its
+// exit status and output.
+func runGate(ctx context.Context, runtime, name string, extra ...string) (int, string) {
+	GinkgoHelper()
+	reportDir := filepath.Join(repoRoot, "_output", "reports", name)
+	Expect(os.RemoveAll(reportDir)).To(Succeed())
+	args := append([]string{filepath.Join(repoRoot, "hack", "gate.sh"), "--work-dir", filepath.Join(repoRoot, "_output", "work-"+name)}, extra...)
+	cmd := exec.CommandContext(ctx, "bash", args...)
+	cmd.Env = append(os.Environ(), "RUNTIME="+runtime, "REPORT_DIR="+reportDir)
+	out, err := cmd.CombinedOutput()
+	GinkgoWriter.Printf("%s\n", out)
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		return exit.ExitCode(), string(out)
+	}
+	Expect(err).NotTo(HaveOccurred(), string(out))
+	return 0, string(out)
+}
+
+var _ = Describe("CI's gate command", Label("gating"), func() {
+	When("a scenario fails", func() {
+		It("exits 1, cnifault's status, not make's 2", func(ctx SpecContext) {
+			// no-cni-config fails on containerd 1.6.20 (a sandbox and a netns leak).
+			code, out := runGate(ctx, "containerd-1.6", "gate-fail", "-ginkgo.label-filter=scenario:no-cni-config")
+			Expect(code).To(Equal(report.ExitFail), out)
+			r, err := report.Read(filepath.Join(repoRoot, "_output", "reports", "gate-fail", "report.json"))
+			Expect(err).NotTo(HaveOccurred(), out)
+			Expect(r.Scenario("no-cni-config").Verdict).To(Equal(report.Fail))
+		}, SpecTimeout(suiteRunTimeout))
+	})
+
+	When("it cannot prepare the run", func() {
+		It("exits 2", func(ctx SpecContext) {
+			code, out := runGate(ctx, "containerd-0.1", "gate-bad-runtime")
+			Expect(code).To(Equal(report.ExitHarness), out)
+			Expect(out).To(ContainSubstring("unknown runtime containerd-0.1"))
+		}, SpecTimeout(suiteRunTimeout))
+	})
 })

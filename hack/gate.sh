@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The CI gate: one runtime's catalog, exiting with cnifault's own status —
+# 0 every scenario passed, 1 a scenario failed, 2 the harness could not run.
+# (make turns any failing command into its own status 2, so CI calls this,
+# not `make e2e`; `make e2e` calls this too, after make built what it needs.)
+#
+#   [RUNTIME=containerd-2.4] [KNOWN_FAILURES=FILE] [REPORT_DIR=DIR] hack/gate.sh [cnifault flags...]
+#
+# Runs `make deps build` for RUNTIME (a failure there is status 2), then
+# execs _output/bin/cnifault with the flags below and then the given ones,
+# which win where they repeat one.
+set -euo pipefail
+# Paths given in the environment are the caller's, relative to its dir.
+[[ -n ${KNOWN_FAILURES:-} ]] && KNOWN_FAILURES=$(realpath -m -- "$KNOWN_FAILURES")
+[[ -n ${REPORT_DIR:-} ]] && REPORT_DIR=$(realpath -m -- "$REPORT_DIR")
+cd "$(dirname "$0")/.."
+out=$PWD/_output
+runtime=${RUNTIME:-containerd-2.4}
+# A bin dir given as RUNTIME is named by its path (/opt/vendor/bin -> opt_vendor_bin).
+report_dir=${REPORT_DIR:-$out/reports/$(sed 's|^/||; s|/|_|g' <<<"$runtime")}
+
+# Set by make e2e, which has just run deps and build itself.
+if [[ ${CNIFAULT_GATE_PREPARED:-} != 1 ]]; then
+  if ! make --no-print-directory deps build RUNTIME="$runtime" >&2; then
+    echo "hack/gate.sh: make deps build failed" >&2
+    exit 2
+  fi
+fi
+
+args=(
+  --runtime "$runtime" --report-dir "$report_dir" --work-dir "$out/work"
+  --cni-plugin-dir "$out/cni/bin" --pause-binary "$out/bin/cnifault-pause"
+  --fault-plugin "$out/bin/cni-fault" --runc-wrapper "$out/bin/cnifault-runc-wrapper"
+  # Ginkgo's CI settings: random order, fail on pending or empty, a suite timeout.
+  -ginkgo.randomize-all -ginkgo.fail-on-pending -ginkgo.fail-on-empty -ginkgo.timeout=20m
+)
+[[ -z ${KNOWN_FAILURES:-} ]] || args+=(--known-failures "$KNOWN_FAILURES")
+# exec: cnifault takes this process's place, so it stays the child of
+# whatever started the gate (make, a CI runner) and learns of its death.
+exec "$out/bin/cnifault" "${args[@]}" "$@"
