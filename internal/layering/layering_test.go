@@ -39,6 +39,8 @@ var allowed = map[string][]string{
 	"fixtures/framework": {"cniconf", "fixtures/runtimes", "fixtures/report"},
 	"internal/testenv":   {"fixtures/host"},
 	"internal/layering":  {},
+	"internal/deps":      {},
+	"cmd/cnifault-soak":  {"fixtures/report"},
 	// The conformance suite knows runtimes only through fixtures/runtimes.
 	"suites/cni": {"cniconf", "fixtures/framework", "fixtures/runtimes", "fixtures/inspect", "fixtures/host",
 		"fixtures/cri", "fixtures/report"},
