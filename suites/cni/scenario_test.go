@@ -44,6 +44,10 @@ const (
 	// kernelSettle is how long the kernel may take to destroy a released
 	// network namespace and the veths inside it.
 	kernelSettle = 2 * time.Second
+	// foreignSettle is how long a pod someone else is starting on a shared
+	// runtime may hold a netns, mounts or processes before the runtime
+	// lists it (containerd adds a sandbox to its list only once it runs).
+	foreignSettle = 10 * time.Second
 )
 
 // confFile is the one file the harness writes into the conf dir.
@@ -125,10 +129,22 @@ func (sc *scenario) takeBaseline(ctx SpecContext) {
 	sc.baselined = true
 }
 
+// runScope keeps inventories to this run's pods: on a runtime that serves
+// other pods too (external mode) theirs are never leaks, nor reclaimed.
+// Managed instances use it as well; all their pods are the run's.
+var runScope *inspect.Scope
+
+// podNamespace is the namespace of every pod of this run.
+func podNamespace() string { return "cnifault-" + runID }
+
 // target is where the instance keeps what a leak check counts.
 func (sc *scenario) target() inspect.Target {
 	inv := runtime.Inventory()
+	if runScope == nil {
+		runScope = &inspect.Scope{Labels: map[string]string{runtimes.RunIDLabel: runID}, Namespace: podNamespace()}
+	}
 	return inspect.Target{
+		Scope:        runScope,
 		CRI:          runtime.CRI(),
 		NetNSDirs:    inv.NetNSDirs,
 		MountRoots:   inv.MountRoots,
@@ -231,7 +247,7 @@ func (sc *scenario) PodConfig() *runtimeapi.PodSandboxConfig {
 	return &runtimeapi.PodSandboxConfig{
 		Metadata: &runtimeapi.PodSandboxMetadata{
 			Name:      sc.ID,
-			Namespace: "cnifault-" + runID,
+			Namespace: podNamespace(),
 			Uid:       fmt.Sprintf("cnifault-%s-%d-%s", runID, sc.seq, sc.ID),
 		},
 		Hostname: sc.ID,
@@ -296,12 +312,16 @@ func (sc *scenario) Leaks(ctx SpecContext) leakReport {
 		return err
 	}
 	Expect(take()).To(Succeed(), "taking the inventory")
-	if slices.ContainsFunc(sc.leaks, isLink) {
+	settling, settle := isLink, kernelSettle
+	if runtime.Inventory().Shared {
+		settling, settle = func(r inspect.Resource) bool { return isLink(r) || mayBeForeign(r) }, foreignSettle
+	}
+	if slices.ContainsFunc(sc.leaks, settling) {
 		quiet := NewGomega(func(string, ...int) {})
 		quiet.Eventually(func(g Gomega) {
 			g.Expect(take()).To(Succeed())
-			g.Expect(slices.ContainsFunc(sc.leaks, isLink)).To(BeFalse())
-		}).WithContext(ctx).WithTimeout(kernelSettle).WithPolling(pollInterval).Should(Succeed())
+			g.Expect(slices.ContainsFunc(sc.leaks, settling)).To(BeFalse())
+		}).WithContext(ctx).WithTimeout(settle).WithPolling(pollInterval).Should(Succeed())
 		Expect(take()).To(Succeed(), "taking the inventory")
 	}
 	// Read after the inventory: a DEL that cleaned up what the inventory
@@ -312,6 +332,17 @@ func (sc *scenario) Leaks(ctx SpecContext) leakReport {
 }
 
 func isLink(r inspect.Resource) bool { return r.Kind == inspect.KindLink }
+
+// mayBeForeign: on a shared runtime, a netns, mount or process that no
+// listed pod owns may still be a foreign pod's that the runtime has not
+// listed yet; it is the run's leak only if it stays unowned.
+func mayBeForeign(r inspect.Resource) bool {
+	switch r.Kind {
+	case inspect.KindNetNS, inspect.KindMount, inspect.KindProcess:
+		return true
+	}
+	return false
+}
 
 // restore returns the instance to a clean state for the next scenario, the
 // way an operator would: restore a working network so that a sandbox stuck
@@ -338,7 +369,7 @@ func (sc *scenario) restore(ctx SpecContext) {
 	pods, err := runtime.CRI().ListPodSandboxes(ctx)
 	if err == nil {
 		for _, p := range pods {
-			if p.GetLabels()[runtimes.RunIDLabel] != runID {
+			if !sc.target().Scope.Owns(p) {
 				continue
 			}
 			if err := runtime.CRI().StopPodSandbox(ctx, p.GetId()); err != nil {
@@ -349,19 +380,25 @@ func (sc *scenario) restore(ctx SpecContext) {
 			}
 		}
 	}
-	// Network namespaces the runtime could not remove: only those that
-	// appeared during this scenario.
-	if sc.baselined {
-		now, _ := inspect.Take(ctx, sc.target())
-		for _, r := range inspect.Diff(sc.baseline, now) {
-			if r.Kind != inspect.KindNetNS {
-				continue
-			}
-			if _, err := host.UnmountUnder(r.ID); err != nil {
-				GinkgoWriter.Printf("restore: unmount %s: %v\n", r.ID, err)
-			}
-			_ = os.Remove(r.ID)
+	// Network namespaces the runtime could not remove: only those the
+	// strict check reported as this run's leaks (on a shared runtime an
+	// unowned netns is held back until it settles; it may be a foreign pod's
+	// that is still starting), and that no foreign pod has claimed since:
+	// the inventory taken now updates what the scope knows.
+	if slices.ContainsFunc(sc.leaks, func(r inspect.Resource) bool { return r.Kind == inspect.KindNetNS }) {
+		_, _ = inspect.Take(ctx, sc.target())
+	}
+	for _, r := range sc.leaks {
+		if r.Kind != inspect.KindNetNS || runScope.ForeignNetNS(r.ID) {
+			continue
 		}
+		if _, err := os.Lstat(r.ID); err != nil {
+			continue
+		}
+		if _, err := host.UnmountUnder(r.ID); err != nil {
+			GinkgoWriter.Printf("restore: unmount %s: %v\n", r.ID, err)
+		}
+		_ = os.Remove(r.ID)
 	}
 	_ = os.RemoveAll(sc.Network.IPAMDataDir)
 	_ = dir.Clear()
