@@ -45,9 +45,10 @@ const (
 	// network namespace and the veths inside it.
 	kernelSettle = 2 * time.Second
 	// foreignSettle is how long a pod someone else is starting on a shared
-	// runtime may hold a netns, mounts or processes before the runtime
-	// lists it (containerd adds a sandbox to its list only once it runs).
-	foreignSettle = 10 * time.Second
+	// runtime may hold a netns, mounts, processes or an address before the
+	// runtime lists it (containerd adds a sandbox to its list only once it
+	// runs).
+	foreignSettle = 5 * time.Second
 )
 
 // confFile is the one file the harness writes into the conf dir.
@@ -333,15 +334,12 @@ func (sc *scenario) Leaks(ctx SpecContext) leakReport {
 
 func isLink(r inspect.Resource) bool { return r.Kind == inspect.KindLink }
 
-// mayBeForeign: on a shared runtime, a netns, mount or process that no
-// listed pod owns may still be a foreign pod's that the runtime has not
-// listed yet; it is the run's leak only if it stays unowned.
+// mayBeForeign: on a shared runtime, whatever no listed pod owns may still
+// be a foreign pod's that the runtime has not listed yet (a netns, mounts,
+// processes, even an address from the run's network); it is the run's leak
+// only if it stays unowned. Sandboxes and containers are told by label.
 func mayBeForeign(r inspect.Resource) bool {
-	switch r.Kind {
-	case inspect.KindNetNS, inspect.KindMount, inspect.KindProcess:
-		return true
-	}
-	return false
+	return r.Kind != inspect.KindSandbox && r.Kind != inspect.KindContainer
 }
 
 // restore returns the instance to a clean state for the next scenario, the
