@@ -37,6 +37,7 @@ func (sc *scenario) reclaim(ctx SpecContext) {
 	quiet := NewGomega(func(string, ...int) {})
 	cleared := quiet.Eventually(func(g Gomega) {
 		lastErr = sc.stopAndRemoveLeftovers(ctx)
+		sc.markOwnFromJournal()
 		after, err := inspect.Take(ctx, sc.target())
 		g.Expect(err).NotTo(HaveOccurred())
 		sc.afterReclaim = after

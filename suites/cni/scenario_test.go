@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -142,7 +143,8 @@ func podNamespace() string { return "cnifault-" + runID }
 func (sc *scenario) target() inspect.Target {
 	inv := runtime.Inventory()
 	if runScope == nil {
-		runScope = &inspect.Scope{Labels: map[string]string{runtimes.RunIDLabel: runID}, Namespace: podNamespace()}
+		runScope = &inspect.Scope{Labels: map[string]string{runtimes.RunIDLabel: runID}, Namespace: podNamespace(),
+			Strict: inv.Shared}
 	}
 	return inspect.Target{
 		Scope:        runScope,
@@ -280,8 +282,12 @@ func (sc *scenario) RunSandboxWithin(ctx SpecContext, d time.Duration) (string, 
 		if sc.runErr == "" {
 			sc.runErr = err.Error()
 		}
+		// The runtime names the failed sandbox in its error (containerd:
+		// `sandbox "<id>"`, CRI-O: `(<id>)`): what it left is this run's.
+		sc.target().Scope.MarkOwn(sandboxIDPattern.FindAllString(err.Error(), -1)...)
 		return "", err
 	}
+	sc.target().Scope.MarkOwn(id)
 	DeferCleanup(func(ctx SpecContext) {
 		_ = runtime.CRI().StopPodSandbox(ctx, id)
 		_ = runtime.CRI().RemovePodSandbox(ctx, id)
@@ -308,6 +314,7 @@ func (sc *scenario) Leaks(ctx SpecContext) leakReport {
 	Expect(sc.baselined).To(BeTrue(), "no baseline: Leaks before RunSandbox")
 	take := func() error {
 		var err error
+		sc.markOwnFromJournal()
 		sc.after, err = inspect.Take(ctx, sc.target())
 		sc.leaks = inspect.Diff(sc.baseline, sc.after)
 		return err
@@ -333,6 +340,25 @@ func (sc *scenario) Leaks(ctx SpecContext) leakReport {
 }
 
 func isLink(r inspect.Resource) bool { return r.Kind == inspect.KindLink }
+
+// sandboxIDPattern matches the sandbox ids runtimes put in their errors.
+var sandboxIDPattern = regexp.MustCompile(`\b[0-9a-f]{64}\b`)
+
+// markOwnFromJournal tells the scope the container ids cni-fault journaled
+// for this scenario's pod: a sandbox that failed with no id in the error
+// (a client deadline) is still known as the run's.
+func (sc *scenario) markOwnFromJournal() {
+	entries, err := cniconf.ReadJournal(filepath.Join(sc.faultDir(), "journal.jsonl"))
+	if err != nil {
+		return
+	}
+	uid := sc.PodConfig().GetMetadata().GetUid()
+	for _, e := range entries {
+		if e.PodUID == uid {
+			sc.target().Scope.MarkOwn(e.ContainerID)
+		}
+	}
+}
 
 // mayBeForeign: on a shared runtime, whatever no listed pod owns may still
 // be a foreign pod's that the runtime has not listed yet (a netns, mounts,
