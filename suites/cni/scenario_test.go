@@ -45,11 +45,10 @@ const (
 	// kernelSettle is how long the kernel may take to destroy a released
 	// network namespace and the veths inside it.
 	kernelSettle = 2 * time.Second
-	// foreignSettle is how long a pod someone else is starting on a shared
-	// runtime may hold a netns, mounts, processes or an address before the
-	// runtime lists it (containerd adds a sandbox to its list only once it
-	// runs).
-	foreignSettle = 5 * time.Second
+	// foreignSettle is how long a pod someone else is starting (or failing
+	// to start) on a shared runtime may hold a netns or a veth that names
+	// no owner before it either caches its network result or is torn down.
+	foreignSettle = 15 * time.Second
 )
 
 // confFile is the one file the harness writes into the conf dir.
@@ -360,12 +359,12 @@ func (sc *scenario) markOwnFromJournal() {
 	}
 }
 
-// mayBeForeign: on a shared runtime, whatever no listed pod owns may still
-// be a foreign pod's that the runtime has not listed yet (a netns, mounts,
-// processes, even an address from the run's network); it is the run's leak
-// only if it stays unowned. Sandboxes and containers are told by label.
+// mayBeForeign: on a shared runtime, what names no owner (a netns, a veth
+// whose pod never cached a result) may be a foreign pod's that is still
+// starting, or failing and being torn down; it is the run's leak only if it
+// stays. What names an owner is told by the scope at once.
 func mayBeForeign(r inspect.Resource) bool {
-	return r.Kind != inspect.KindSandbox && r.Kind != inspect.KindContainer
+	return r.Owner == "" && r.Kind != inspect.KindSandbox && r.Kind != inspect.KindContainer
 }
 
 // restore returns the instance to a clean state for the next scenario, the
