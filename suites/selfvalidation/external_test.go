@@ -172,8 +172,7 @@ func (f *foreignPods) run(ctx context.Context, node *containerd.Instance, name, 
 // own address would stay reserved — the reason to drain a node first.) The
 // returned func stops it and waits.
 func (f *foreignPods) churn(ctx context.Context, node *containerd.Instance) (stop func()) {
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
+	quit, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer GinkgoRecover()
 		defer close(done)
@@ -183,12 +182,17 @@ func (f *foreignPods) churn(ctx context.Context, node *containerd.Instance) (sto
 			select {
 			case <-ctx.Done():
 				return
+			case <-quit:
+				return
 			case <-tick.C:
 			}
-			_, _ = f.run(ctx, node, fmt.Sprintf("churn-%d", n), "default", map[string]string{"app": "churn"})
+			// Never cancelled half-way: a RunPodSandbox its client gives up
+			// is cleaned up by containerd with the networks it has loaded
+			// then, which may no longer be the ones the pod got.
+			_, _ = f.run(context.WithoutCancel(ctx), node, fmt.Sprintf("churn-%d", n), "default", map[string]string{"app": "churn"})
 		}
 	}()
-	return func() { cancel(); <-done }
+	return func() { close(quit); <-done }
 }
 
 var _ = Describe("External endpoint mode", Label("external"), Ordered, func() {
@@ -383,14 +387,19 @@ var _ = Describe("External endpoint mode", Label("external"), Ordered, func() {
 				}
 			})
 
-			By("waiting until a second scenario runs: pods, a bridge and a fault config are in place")
+			By("waiting until the run has set the conf dir aside and holds a pod of its own")
 			Eventually(out).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(20 * time.Millisecond).Should(gbytes.Say(`RUN +\S+`))
-			Eventually(out).WithContext(ctx).WithTimeout(time.Minute).WithPolling(20 * time.Millisecond).Should(gbytes.Say(`RUN +\S+`))
 			records := runtimes.FindRecords(externalWorkRoot())
 			Expect(records).To(HaveLen(1))
 			rec, err := runtimes.ReadRecord(records[0])
 			Expect(err).NotTo(HaveOccurred())
 			Expect(rec.Kept).To(HaveLen(len(confFiles)), "the run set the node's conf files aside")
+			// healthy-network's pod runs for a moment; the order is random.
+			Eventually(func(g Gomega) {
+				pods, err := node.CRI().ListPodSandboxes(ctx)
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(pods).To(ContainElement(HaveField("Labels", HaveKeyWithValue(runtimes.RunIDLabel, rec.RunID))))
+			}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(10 * time.Millisecond).Should(Succeed())
 
 			By("killing the harness with SIGKILL")
 			Expect(cmd.Process.Signal(syscall.SIGKILL)).To(Succeed())
@@ -411,6 +420,7 @@ var _ = Describe("External endpoint mode", Label("external"), Ordered, func() {
 			rout, err := restore.CombinedOutput()
 			GinkgoWriter.Printf("%s\n", rout)
 			Expect(err).NotTo(HaveOccurred(), "cnifault restore:\n%s", rout)
+			Expect(string(rout)).To(ContainSubstring("removed the run's pod"), "the killed run held a pod")
 
 			By("inspecting the node")
 			checkUntouched(ctx)
