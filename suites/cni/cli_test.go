@@ -1,18 +1,22 @@
 package cni_test
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"sort"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 
 	. "github.com/onsi/ginkgo/v2"
 	"github.com/onsi/ginkgo/v2/types"
 
 	"github.com/cnifault/cnifault/fixtures/report"
+	"github.com/cnifault/cnifault/fixtures/runtimes"
 )
 
 // The suite compiled with `go test -c` is the cnifault binary, as critest
@@ -28,6 +32,8 @@ func runCommand(args []string, stdout, stderr io.Writer) (handled bool, code int
 		return true, 0
 	case "compare":
 		return true, compare(args[1:], stdout, stderr)
+	case "restore":
+		return true, restore(args[1:], stdout, stderr)
 	}
 	return false, 0
 }
@@ -40,6 +46,8 @@ Usage:
   cnifault list                       the scenarios: id, labels, what each injects
   cnifault compare [--html FILE] [--readme FILE] A/report.json B/report.json ...
                                       the scenario x runtime matrix (Markdown on stdout)
+  cnifault restore --work-dir DIR     undo what an external-mode run killed outright
+                                      (SIGKILL) left on the node, from its record in DIR
   cnifault help                       this text
 
 Exit status: 0 every scenario passed, 1 a scenario failed, 2 the harness could not run.
@@ -136,6 +144,29 @@ func compare(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "compare:", err)
 			return report.ExitHarness
 		}
+	}
+	return report.ExitPass
+}
+
+// restore undoes a killed external-mode run from the record in its work
+// dir (or every record under a work root): the conf dir's files, the fault
+// plugin, the run's pods, links and cgroups.
+func restore(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("restore", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dir := fs.String("work-dir", "", "the killed run's work dir (as preflight names it), or a work root holding several")
+	if err := fs.Parse(args); err != nil {
+		return report.ExitHarness
+	}
+	if *dir == "" || fs.NArg() > 0 {
+		fmt.Fprintln(stderr, "restore: give --work-dir DIR and nothing else")
+		return report.ExitHarness
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	if err := runtimes.RestoreExternal(ctx, *dir, stdout); err != nil {
+		fmt.Fprintln(stderr, "restore:", err)
+		return report.ExitHarness
 	}
 	return report.ExitPass
 }

@@ -37,6 +37,7 @@ func (sc *scenario) reclaim(ctx SpecContext) {
 	quiet := NewGomega(func(string, ...int) {})
 	cleared := quiet.Eventually(func(g Gomega) {
 		lastErr = sc.stopAndRemoveLeftovers(ctx)
+		sc.markOwnFromJournal()
 		after, err := inspect.Take(ctx, sc.target())
 		g.Expect(err).NotTo(HaveOccurred())
 		sc.afterReclaim = after
@@ -54,15 +55,20 @@ func (sc *scenario) reclaim(ctx SpecContext) {
 	}
 }
 
-// stopAndRemoveLeftovers stops and removes the sandboxes that were not there
-// before the scenario, and returns the runtime's errors.
+// stopAndRemoveLeftovers stops and removes this run's sandboxes that were
+// not there before the scenario, and returns the runtime's errors. Pods of
+// others on a shared runtime are never touched.
 func (sc *scenario) stopAndRemoveLeftovers(ctx SpecContext) error {
 	pods, err := runtime.CRI().ListPodSandboxes(ctx)
 	if err != nil {
 		return err
 	}
 	var errs []error
+	scope := sc.target().Scope
 	for _, p := range pods {
+		if !scope.Owns(p) {
+			continue
+		}
 		if slices.ContainsFunc(sc.baseline.Resources, func(r inspect.Resource) bool {
 			return r.Kind == inspect.KindSandbox && r.ID == p.GetId()
 		}) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -45,6 +46,10 @@ const (
 	// kernelSettle is how long the kernel may take to destroy a released
 	// network namespace and the veths inside it.
 	kernelSettle = 2 * time.Second
+	// foreignSettle is how long a pod someone else is starting (or failing
+	// to start) on a shared runtime may hold a netns or a veth that names
+	// no owner before it either caches its network result or is torn down.
+	foreignSettle = 15 * time.Second
 )
 
 // confFile is the one file the harness writes into the conf dir.
@@ -142,10 +147,23 @@ func (sc *scenario) takeBaseline(ctx SpecContext) {
 	sc.baselined = true
 }
 
+// runScope keeps inventories to this run's pods: on a runtime that serves
+// other pods too (external mode) theirs are never leaks, nor reclaimed.
+// Managed instances use it as well; all their pods are the run's.
+var runScope *inspect.Scope
+
+// podNamespace is the namespace of every pod of this run.
+func podNamespace() string { return "cnifault-" + runID }
+
 // target is where the instance keeps what a leak check counts.
 func (sc *scenario) target() inspect.Target {
 	inv := runtime.Inventory()
+	if runScope == nil {
+		runScope = &inspect.Scope{Labels: map[string]string{runtimes.RunIDLabel: runID}, Namespace: podNamespace(),
+			Strict: inv.Shared}
+	}
 	return inspect.Target{
+		Scope:        runScope,
 		CRI:          runtime.CRI(),
 		NetNSDirs:    inv.NetNSDirs,
 		MountRoots:   inv.MountRoots,
@@ -273,9 +291,6 @@ func (sc *scenario) PodConfig() *runtimeapi.PodSandboxConfig {
 	}
 }
 
-// podNamespace is the namespace of every pod of this run.
-func podNamespace() string { return "cnifault-" + runID }
-
 // RunSandboxE runs the scenario's pod and returns the runtime's error. A
 // sandbox that did start is stopped and removed after the spec.
 func (sc *scenario) RunSandboxE(ctx SpecContext) (string, error) {
@@ -296,8 +311,12 @@ func (sc *scenario) RunSandboxWithin(ctx SpecContext, d time.Duration) (string, 
 		if sc.runErr == "" {
 			sc.runErr = err.Error()
 		}
+		// The runtime names the failed sandbox in its error (containerd:
+		// `sandbox "<id>"`, CRI-O: `(<id>)`): what it left is this run's.
+		sc.target().Scope.MarkOwn(sandboxIDPattern.FindAllString(err.Error(), -1)...)
 		return "", err
 	}
+	sc.target().Scope.MarkOwn(id)
 	DeferCleanup(func(ctx SpecContext) {
 		_ = runtime.CRI().StopPodSandbox(ctx, id)
 		_ = runtime.CRI().RemovePodSandbox(ctx, id)
@@ -324,17 +343,22 @@ func (sc *scenario) Leaks(ctx SpecContext) leakReport {
 	Expect(sc.baselined).To(BeTrue(), "no baseline: Leaks before RunSandbox")
 	take := func() error {
 		var err error
+		sc.markOwnFromJournal()
 		sc.after, err = inspect.Take(ctx, sc.target())
 		sc.leaks = inspect.Diff(sc.baseline, sc.after)
 		return err
 	}
 	Expect(take()).To(Succeed(), "taking the inventory")
-	if slices.ContainsFunc(sc.leaks, isLink) {
+	settling, settle := isLink, kernelSettle
+	if runtime.Inventory().Shared {
+		settling, settle = func(r inspect.Resource) bool { return isLink(r) || mayBeForeign(r) }, foreignSettle
+	}
+	if slices.ContainsFunc(sc.leaks, settling) {
 		quiet := NewGomega(func(string, ...int) {})
 		quiet.Eventually(func(g Gomega) {
 			g.Expect(take()).To(Succeed())
-			g.Expect(slices.ContainsFunc(sc.leaks, isLink)).To(BeFalse())
-		}).WithContext(ctx).WithTimeout(kernelSettle).WithPolling(pollInterval).Should(Succeed())
+			g.Expect(slices.ContainsFunc(sc.leaks, settling)).To(BeFalse())
+		}).WithContext(ctx).WithTimeout(settle).WithPolling(pollInterval).Should(Succeed())
 		Expect(take()).To(Succeed(), "taking the inventory")
 	}
 	// Read after the inventory: a DEL that cleaned up what the inventory
@@ -345,6 +369,33 @@ func (sc *scenario) Leaks(ctx SpecContext) leakReport {
 }
 
 func isLink(r inspect.Resource) bool { return r.Kind == inspect.KindLink }
+
+// sandboxIDPattern matches the sandbox ids runtimes put in their errors.
+var sandboxIDPattern = regexp.MustCompile(`\b[0-9a-f]{64}\b`)
+
+// markOwnFromJournal tells the scope the container ids cni-fault journaled
+// for this scenario's pod: a sandbox that failed with no id in the error
+// (a client deadline) is still known as the run's.
+func (sc *scenario) markOwnFromJournal() {
+	entries, err := cniconf.ReadJournal(filepath.Join(sc.faultDir(), "journal.jsonl"))
+	if err != nil {
+		return
+	}
+	uid := sc.PodConfig().GetMetadata().GetUid()
+	for _, e := range entries {
+		if e.PodUID == uid {
+			sc.target().Scope.MarkOwn(e.ContainerID)
+		}
+	}
+}
+
+// mayBeForeign: on a shared runtime, what names no owner (a netns, a veth
+// whose pod never cached a result) may be a foreign pod's that is still
+// starting, or failing and being torn down; it is the run's leak only if it
+// stays. What names an owner is told by the scope at once.
+func mayBeForeign(r inspect.Resource) bool {
+	return r.Owner == "" && r.Kind != inspect.KindSandbox && r.Kind != inspect.KindContainer
+}
 
 // restore returns the instance to a clean state for the next scenario, the
 // way an operator would: restore a working network so that a sandbox stuck
@@ -371,7 +422,7 @@ func (sc *scenario) restore(ctx SpecContext) {
 	pods, err := runtime.CRI().ListPodSandboxes(ctx)
 	if err == nil {
 		for _, p := range pods {
-			if p.GetLabels()[runtimes.RunIDLabel] != runID {
+			if !sc.target().Scope.Owns(p) {
 				continue
 			}
 			if err := runtime.CRI().StopPodSandbox(ctx, p.GetId()); err != nil {
@@ -382,19 +433,25 @@ func (sc *scenario) restore(ctx SpecContext) {
 			}
 		}
 	}
-	// Network namespaces the runtime could not remove: only those that
-	// appeared during this scenario.
-	if sc.baselined {
-		now, _ := inspect.Take(ctx, sc.target())
-		for _, r := range inspect.Diff(sc.baseline, now) {
-			if r.Kind != inspect.KindNetNS {
-				continue
-			}
-			if _, err := host.UnmountUnder(r.ID); err != nil {
-				GinkgoWriter.Printf("restore: unmount %s: %v\n", r.ID, err)
-			}
-			_ = os.Remove(r.ID)
+	// Network namespaces the runtime could not remove: only those the
+	// strict check reported as this run's leaks (on a shared runtime an
+	// unowned netns is held back until it settles; it may be a foreign pod's
+	// that is still starting), and that no foreign pod has claimed since:
+	// the inventory taken now updates what the scope knows.
+	if slices.ContainsFunc(sc.leaks, func(r inspect.Resource) bool { return r.Kind == inspect.KindNetNS }) {
+		_, _ = inspect.Take(ctx, sc.target())
+	}
+	for _, r := range sc.leaks {
+		if r.Kind != inspect.KindNetNS || runScope.ForeignNetNS(r.ID) {
+			continue
 		}
+		if _, err := os.Lstat(r.ID); err != nil {
+			continue
+		}
+		if _, err := host.UnmountUnder(r.ID); err != nil {
+			GinkgoWriter.Printf("restore: unmount %s: %v\n", r.ID, err)
+		}
+		_ = os.Remove(r.ID)
 	}
 	_ = os.RemoveAll(sc.Network.IPAMDataDir)
 	_ = dir.Clear()
