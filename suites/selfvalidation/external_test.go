@@ -212,9 +212,9 @@ var _ = Describe("External endpoint mode", Label("external"), Ordered, func() {
 	BeforeAll(func(ctx SpecContext) {
 		// Registered first, so it runs last: after the stand-in is gone.
 		before := takeNodeState()
-		DeferCleanup(func() {
-			Expect(takeNodeState()).To(matchNodeState(before), "the node after external mode and the stand-in's teardown")
-		})
+		DeferCleanup(func(ctx SpecContext) {
+			expectNoResidue(ctx, before, "the node after external mode and the stand-in's teardown")
+		}, NodeTimeout(residueSettle+time.Minute))
 		var err error
 		node, err = containerd.Start(ctx, containerd.Options{
 			Name:         "node-containerd",
