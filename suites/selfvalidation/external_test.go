@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -375,20 +376,30 @@ var _ = Describe("External endpoint mode", Label("external"), Ordered, func() {
 			reportDir := filepath.Join(repoRoot, "_output", "reports", "external-killed")
 			args := []string{"--runtime-endpoint", node.Endpoint(), "--cni-conf-dir", confDir, "--cni-bin-dir", binDir,
 				"--sandbox-image", image.PauseRef}
-			cmd := suiteCommand(ctx, "containerd-2.4", reportDir, externalWorkRoot(), args...)
+			cmd := suiteCommand(ctx, "", reportDir, externalWorkRoot(), args...)
 			out := gbytes.NewBuffer()
-			cmd.Stdout, cmd.Stderr = out, GinkgoWriter
+			cmd.Stdout, cmd.Stderr = out, io.MultiWriter(out, GinkgoWriter)
 			stop := foreign.churn(ctx, node)
 			Expect(cmd.Start()).To(Succeed())
+			exited := make(chan struct{})
+			go func() { _ = cmd.Wait(); close(exited) }()
 			DeferCleanup(func() {
-				if cmd.ProcessState == nil {
-					_ = cmd.Process.Kill()
-					_ = cmd.Wait()
-				}
+				_ = cmd.Process.Kill()
+				<-exited
 			})
 
 			By("waiting until the run has set the conf dir aside and holds a pod of its own")
-			Eventually(out).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(20 * time.Millisecond).Should(gbytes.Say(`RUN +\S+`))
+			Eventually(func() error {
+				select {
+				case <-exited:
+					return StopTrying("the run exited before it started a scenario").Wrap(errors.New(string(out.Contents())))
+				default:
+				}
+				if !regexp.MustCompile(`RUN +\S+`).Match(out.Contents()) {
+					return errors.New("no scenario started yet")
+				}
+				return nil
+			}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(20 * time.Millisecond).Should(Succeed())
 			records := runtimes.FindRecords(externalWorkRoot())
 			Expect(records).To(HaveLen(1))
 			rec, err := runtimes.ReadRecord(records[0])
@@ -403,7 +414,7 @@ var _ = Describe("External endpoint mode", Label("external"), Ordered, func() {
 
 			By("killing the harness with SIGKILL")
 			Expect(cmd.Process.Signal(syscall.SIGKILL)).To(Succeed())
-			_ = cmd.Wait()
+			<-exited
 			stop()
 			Expect(filepath.Join(binDir, runtimes.FaultPluginName)).To(BeAnExistingFile(), "a killed run cannot remove its plugin")
 
