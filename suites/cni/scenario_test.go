@@ -19,6 +19,7 @@ import (
 	"github.com/cnifault/cnifault/fixtures/host"
 	"github.com/cnifault/cnifault/fixtures/inspect"
 	"github.com/cnifault/cnifault/fixtures/runtimes"
+	"github.com/cnifault/cnifault/fixtures/verdict"
 )
 
 // Timeouts of scenario nodes and the calls inside them.
@@ -458,10 +459,7 @@ func (sc *scenario) restore(ctx SpecContext) {
 }
 
 // currentScenarioID reads the "scenario:<id>" label of the running spec.
-func currentScenarioID() string { return labelID(CurrentSpecReport().Labels()) }
-
-// scenarioLabelPrefix marks the label carrying a spec's stable scenario id.
-const scenarioLabelPrefix = "scenario:"
+func currentScenarioID() string { return verdict.ScenarioID(CurrentSpecReport().Labels()) }
 
 // Scenario labels a spec with its stable scenario id.
-func Scenario(id string) Labels { return Label(scenarioLabelPrefix + id) }
+func Scenario(id string) Labels { return Label(verdict.ScenarioLabel(id)) }
