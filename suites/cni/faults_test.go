@@ -26,9 +26,7 @@ func (sc *scenario) Fault() cniconf.Fault {
 	}
 }
 
-func (sc *scenario) faultDir() string {
-	return filepath.Join(runtime.WorkDir(), "faults", fmt.Sprintf("%d-%s", sc.seq, sc.ID))
-}
+func (sc *scenario) faultDir() string { return sc.names.FaultDir(runtime.WorkDir()) }
 
 func (sc *scenario) journalPath() string { return filepath.Join(sc.faultDir(), "journal.jsonl") }
 

@@ -7,8 +7,6 @@
 package cni_test
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"flag"
 	"fmt"
 	"os"
@@ -110,7 +108,7 @@ func TestCNIFault(t *testing.T) {
 }
 
 var _ = BeforeSuite(func(ctx SpecContext) {
-	runID = newRunID()
+	runID = framework.NewRunID()
 
 	instance := fmt.Sprintf("%s-p%d", runID, GinkgoParallelProcess())
 	var err error
@@ -167,12 +165,6 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	AddReportEntry(pluginsEntry, report.PluginVersions(runtime.CNIBinDir(),
 		"bridge", "host-local", "loopback", "portmap", cniconf.FaultPluginType), ReportEntryVisibilityNever)
 }, NodeTimeout(runtimeStartTimeout))
-
-func newRunID() string {
-	b := make([]byte, 3)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
 
 func absPath(p string) string {
 	a, err := filepath.Abs(p)
