@@ -4,6 +4,7 @@
 //
 //	suites → framework → runtimes → adapters (containerd, crio) → daemon
 //	       → inspect, host, cri, report, image → cniconf
+//	suites → verdict → inspect, report, cniconf
 //	cmd/cni-fault → cniconf only
 //
 // Nothing imports suites, and Ginkgo and Gomega stay in suites: everything

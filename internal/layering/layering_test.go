@@ -37,13 +37,16 @@ var allowed = map[string][]string{
 	"fixtures/runtimes": {"cniconf", "fixtures/containerd", "fixtures/crio", "fixtures/daemon", "fixtures/host",
 		"fixtures/cri", "fixtures/image", "fixtures/inspect", "fixtures/report"},
 	"fixtures/framework": {"cniconf", "fixtures/runtimes", "fixtures/report"},
-	"internal/testenv":   {"fixtures/host"},
-	"internal/layering":  {},
-	"internal/deps":      {},
-	"cmd/cnifault-soak":  {"fixtures/report"},
+	// Verdicts and the report know the inventory's and the journal's data,
+	// never a runtime.
+	"fixtures/verdict":  {"cniconf", "fixtures/inspect", "fixtures/report"},
+	"internal/testenv":  {"fixtures/host"},
+	"internal/layering": {},
+	"internal/deps":     {},
+	"cmd/cnifault-soak": {"fixtures/report"},
 	// The conformance suite knows runtimes only through fixtures/runtimes.
-	"suites/cni": {"cniconf", "fixtures/framework", "fixtures/runtimes", "fixtures/inspect", "fixtures/host",
-		"fixtures/cri", "fixtures/report"},
+	"suites/cni": {"cniconf", "fixtures/framework", "fixtures/verdict", "fixtures/runtimes", "fixtures/inspect",
+		"fixtures/host", "fixtures/cri", "fixtures/report"},
 }
 
 // Packages that may import anything but suites: the self-validation starts

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cnifault/cnifault/cniconf"
 	"github.com/cnifault/cnifault/fixtures/runtimes"
+	"github.com/cnifault/cnifault/fixtures/verdict"
 )
 
 // faultFiredTimeout is how long after the call under test the harness waits
@@ -47,14 +48,7 @@ func (sc *scenario) expectJournal(f cniconf.Fault, v cniconf.Verb) {
 	sc.expectFault(fmt.Sprintf("cni-fault's journal to show %s %s (step %d) for pod %s", v, step.Action, idx, uid),
 		func(context.Context) (string, bool) {
 			entries, _ := cniconf.ReadJournal(sc.journalPath())
-			i := slices.IndexFunc(entries, func(e cniconf.JournalEntry) bool {
-				return e.Fired() && e.PodUID == uid && e.Verb == v && e.Step == idx && e.Action == step.Action &&
-					!e.Time.Before(sc.runStarted)
-			})
-			if i < 0 {
-				return "", false
-			}
-			return entries[i].String(), true
+			return verdict.FiredStep(entries, uid, v, idx, step.Action, sc.runStarted)
 		})
 }
 
@@ -115,22 +109,12 @@ func (sc *scenario) addFired(what string) {
 	}
 }
 
-// faultsFired is what the report names as fired: the checks that saw their
-// fault, and every injected step the journal shows for the pod (a DEL fault
-// fires only if the runtime sent DEL).
+// faultsFired is what the report names as fired (verdict.FaultsFired).
 func (sc *scenario) faultsFired() []string {
-	out := slices.Clone(sc.fired)
-	if !sc.observed {
-		return out
-	}
-	uid := sc.PodConfig().GetMetadata().GetUid()
-	entries, _ := cniconf.ReadJournal(sc.journalPath())
-	for _, e := range entries {
-		if e.Fired() && e.PodUID == uid && !slices.Contains(out, e.String()) {
-			out = append(out, e.String())
-		}
-	}
-	return out
+	return verdict.FaultsFired(sc.fired, sc.observed, func() []cniconf.JournalEntry {
+		entries, _ := cniconf.ReadJournal(sc.journalPath())
+		return entries
+	}, sc.PodConfig().GetMetadata().GetUid())
 }
 
 func orNone(s string) string {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cnifault/cnifault/cniconf"
 	"github.com/cnifault/cnifault/fixtures/host"
+	"github.com/cnifault/cnifault/fixtures/verdict"
 )
 
 // Fault returns the scenario's cni-fault plugin entry: it journals every
@@ -25,9 +26,7 @@ func (sc *scenario) Fault() cniconf.Fault {
 	}
 }
 
-func (sc *scenario) faultDir() string {
-	return filepath.Join(runtime.WorkDir(), "faults", fmt.Sprintf("%d-%s", sc.seq, sc.ID))
-}
+func (sc *scenario) faultDir() string { return sc.names.FaultDir(runtime.WorkDir()) }
 
 func (sc *scenario) journalPath() string { return filepath.Join(sc.faultDir(), "journal.jsonl") }
 
@@ -47,19 +46,11 @@ func observesCNI(l cniconf.NetworkList) bool {
 	})
 }
 
-// delAfterFailedAdd answers the CNI spec's question (1.0 "Lifecycle &
-// Ordering": a DEL must follow a failed ADD) from the journal: did the
-// runtime send DEL for this pod after its RunPodSandbox failed? nil when it
-// cannot be told: the call did not fail, or no cni-fault was in the chain.
+// delAfterFailedAdd answers from the journal whether the runtime sent DEL
+// after the failed call (verdict.DelAfterFailedAdd); a journal that cannot
+// be read then fails the spec as the harness's error.
 func (sc *scenario) delAfterFailedAdd() *bool {
-	if sc.runErr == "" || !sc.observed {
-		return nil
-	}
-	uid := sc.PodConfig().GetMetadata().GetUid()
-	seen := slices.ContainsFunc(sc.Journal(), func(e cniconf.JournalEntry) bool {
-		return e.Verb == cniconf.VerbDel && e.PodUID == uid && !e.Time.Before(sc.runStarted)
-	})
-	return &seen
+	return verdict.DelAfterFailedAdd(sc.runErr, sc.observed, sc.Journal, sc.PodConfig().GetMetadata().GetUid(), sc.runStarted)
 }
 
 // stopHungPlugins kills cni-fault invocations of this scenario that are

@@ -9,7 +9,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/cnifault/cnifault/fixtures/inspect"
-	"github.com/cnifault/cnifault/fixtures/report"
+	"github.com/cnifault/cnifault/fixtures/verdict"
 )
 
 // Reclaim timing: kubelet retries a failed Stop/Remove on every sync; the
@@ -26,33 +26,20 @@ const (
 // and inventories again. Its outcome is the report's second fact; it never
 // changes the verdict, which the strict check already decided.
 func (sc *scenario) reclaim(ctx SpecContext) {
-	if !sc.inspected {
-		return // the strict check never ran: nothing to reclaim against
-	}
-	if len(sc.leaks) == 0 {
-		sc.reclaimState = report.ReclaimNotNeeded
-		return
-	}
-	var lastErr error
-	quiet := NewGomega(func(string, ...int) {})
-	cleared := quiet.Eventually(func(g Gomega) {
-		lastErr = sc.stopAndRemoveLeftovers(ctx)
-		sc.markOwnFromJournal()
-		after, err := inspect.Take(ctx, sc.target())
-		g.Expect(err).NotTo(HaveOccurred())
-		sc.afterReclaim = after
-		sc.reclaimLeaks = inspect.Diff(sc.baseline, after)
-		g.Expect(sc.reclaimLeaks).To(BeEmpty())
-	}).WithContext(ctx).WithTimeout(reclaimWindow).WithPolling(reclaimInterval).Should(Succeed())
-	switch {
-	case cleared:
-		sc.reclaimState = report.ReclaimReclaimed
-	default:
-		sc.reclaimState = report.ReclaimStuck
-		if lastErr != nil {
-			sc.reclaimErr = lastErr.Error()
-		}
-	}
+	sc.reclaimState, sc.reclaimErr = verdict.ReclaimOutcome(sc.inspected, len(sc.leaks), func() (bool, error) {
+		var lastErr error
+		quiet := NewGomega(func(string, ...int) {})
+		cleared := quiet.Eventually(func(g Gomega) {
+			lastErr = sc.stopAndRemoveLeftovers(ctx)
+			sc.markOwnFromJournal()
+			after, err := inspect.Take(ctx, sc.target())
+			g.Expect(err).NotTo(HaveOccurred())
+			sc.afterReclaim = after
+			sc.reclaimLeaks = inspect.Diff(sc.baseline, after)
+			g.Expect(sc.reclaimLeaks).To(BeEmpty())
+		}).WithContext(ctx).WithTimeout(reclaimWindow).WithPolling(reclaimInterval).Should(Succeed())
+		return cleared, lastErr
+	})
 }
 
 // stopAndRemoveLeftovers stops and removes this run's sandboxes that were

@@ -6,9 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
-	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	"github.com/onsi/ginkgo/v2/reporters"
@@ -16,8 +14,8 @@ import (
 
 	"github.com/cnifault/cnifault/cniconf"
 	"github.com/cnifault/cnifault/fixtures/host"
-	"github.com/cnifault/cnifault/fixtures/inspect"
 	"github.com/cnifault/cnifault/fixtures/report"
+	"github.com/cnifault/cnifault/fixtures/verdict"
 )
 
 // Report entries carry results from specs to the suite report; they cross
@@ -32,9 +30,9 @@ const (
 // record adds the scenario's result to the spec report, with diagnostics
 // when the spec did not pass. It runs after the spec, before restore.
 func (sc *scenario) record() {
-	res := report.Scenario{ID: sc.ID, Description: sc.Description, Error: sc.runErr,
-		Leaks: reportLeaks(sc.leaks), Reclaim: sc.reclaimState, ReclaimLeaks: reportLeaks(sc.reclaimLeaks),
-		ReclaimError: sc.reclaimErr, DelAfterFailedAdd: sc.delAfterAdd, FaultsFired: sc.faultsFired()}
+	res := verdict.Observation{ID: sc.ID, Description: sc.Description, RunError: sc.runErr,
+		Leaks: sc.leaks, Reclaim: sc.reclaimState, ReclaimLeaks: sc.reclaimLeaks, ReclaimError: sc.reclaimErr,
+		DelAfterFailedAdd: sc.delAfterAdd, FaultsFired: sc.faultsFired()}.Scenario()
 	if entries, err := cniconf.ReadJournal(sc.journalPath()); err == nil {
 		for _, e := range entries {
 			GinkgoWriter.Printf("cni-fault: %s %-6s %s action=%s step=%d pid=%d\n",
@@ -83,130 +81,66 @@ func (sc *scenario) collectDiagnostics() string {
 	return rel
 }
 
-func reportLeaks(rs []inspect.Resource) []report.Leak {
-	var out []report.Leak
-	for _, l := range rs {
-		out = append(out, report.Leak{Kind: l.Kind, ID: l.ID, Detail: l.Detail, Owner: l.Owner})
-	}
-	return out
-}
-
+// The report is built, published and turned into the exit status by
+// fixtures/verdict; the suite only adds what this node and command line
+// are, and Ginkgo's own JUnit report.
 var _ = ReportAfterSuite("cnifault report", func(r Report) {
 	if previewing {
 		return
 	}
-	rep := buildReport(r)
+	rep := verdict.Build(suiteOf(r))
 	rep.Host = report.ProbeHost()
 	rep.Command = report.CommandLine(os.Args...)
-	if tc.KnownFailures != "" {
-		known, err := report.LoadKnownFailures(tc.KnownFailures)
-		if err != nil {
-			rep.HarnessError = strings.TrimPrefix(rep.HarnessError+"; ", "; ") + "known failures: " + err.Error()
-		} else {
-			known.Apply(rep)
-		}
-	}
-	exitCode = rep.ExitCode()
-	out := os.Stdout
-	fmt.Fprintf(out, "\ncnifault: %s %s (%s)\n", rep.Runtime.Managed, rep.Runtime.Version, rep.Runtime.Endpoint)
-	if rep.HarnessError != "" {
-		fmt.Fprintf(out, "HARNESS ERROR: %s\n", rep.HarnessError)
-	}
-	for _, s := range rep.Scenarios {
-		fmt.Fprintln(out, s.Line())
-	}
-	fmt.Fprintf(out, "total %.1fs, exit status %d\n", rep.DurationSeconds, exitCode)
-	if tc.ReportDir == "" {
-		return
-	}
-	dir := absPath(tc.ReportDir)
-	paths, err := rep.WriteAll(dir)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "writing report: %v\n", err)
-		exitCode = report.ExitHarness
-		return
-	}
-	path := strings.Join(paths, "\n        ")
-	junit := filepath.Join(dir, "junit.xml")
-	if err := reporters.GenerateJUnitReport(r, junit); err != nil {
-		fmt.Fprintf(os.Stderr, "writing junit: %v\n", err)
-		exitCode = report.ExitHarness
-	}
-	fmt.Fprintf(out, "report: %s\njunit:  %s\n", path, junit)
+	exitCode = verdict.Publish(rep, verdict.Publication{
+		Stdout: os.Stdout, Stderr: os.Stderr,
+		KnownFailures: tc.KnownFailures, ReportDir: tc.ReportDir,
+		JUnit: func(path string) error { return reporters.GenerateJUnitReport(r, path) },
+	})
 })
 
-// buildReport turns Ginkgo's suite report into report.json.
-func buildReport(r Report) *report.Report {
-	rep := &report.Report{
-		Schema:          report.Schema,
-		StartedAt:       r.StartTime.UTC().Format(time.RFC3339),
-		DurationSeconds: r.RunTime.Seconds(),
-	}
-	var harness []string
+// suiteOf is Ginkgo's suite report as the verdicts need it.
+func suiteOf(r Report) verdict.Suite {
+	out := verdict.Suite{StartTime: r.StartTime, RunTime: r.RunTime}
 	for _, s := range r.SpecReports {
 		if s.LeafNodeType.Is(types.NodeTypeBeforeSuite | types.NodeTypeSynchronizedBeforeSuite) {
-			decodeEntry(s, runtimeEntry, &rep.Runtime)
-			decodeEntry(s, pluginsEntry, &rep.CNIPlugins)
+			decodeEntry(s, runtimeEntry, &out.Runtime)
+			decodeEntry(s, pluginsEntry, &out.CNIPlugins)
 		}
 		if s.LeafNodeType.Is(types.NodeTypesForSuiteLevelNodes) && s.State.Is(types.SpecStateFailureStates) {
-			harness = append(harness, fmt.Sprintf("%s: %s", s.LeafNodeType, s.Failure.Message))
+			out.SuiteFailures = append(out.SuiteFailures, fmt.Sprintf("%s: %s", s.LeafNodeType, s.Failure.Message))
+		}
+		if s.LeafNodeType == types.NodeTypeIt {
+			out.Specs = append(out.Specs, specOf(s))
 		}
 	}
-	rep.HarnessError = strings.Join(harness, "; ")
-	for _, s := range r.SpecReports {
-		if s.LeafNodeType != types.NodeTypeIt {
-			continue
-		}
-		res := report.Scenario{}
-		decodeEntry(s, scenarioEntry, &res)
-		if res.ID == "" {
-			res.ID = labelID(s.Labels())
-			res.Description = s.LeafNodeText
-		}
-		res.DurationSeconds = s.RunTime.Seconds()
-		res.Verdict = verdict(s, rep.HarnessError)
-		if res.Verdict == report.Skipped {
-			res.Reason = s.Failure.Message
-		}
-		if res.Verdict == report.Fail || res.Verdict == report.Error {
-			res.Failure = failureText(s)
-			if res.Failure == "" {
-				res.Failure = rep.HarnessError
-			}
-		}
-		rep.Scenarios = append(rep.Scenarios, res)
-	}
-	// Specs run in random order; reports list scenarios by id so that two
-	// reports compare line by line.
-	sort.Slice(rep.Scenarios, func(a, b int) bool { return rep.Scenarios[a].ID < rep.Scenarios[b].ID })
-	return rep
+	return out
 }
 
-// verdict classifies a spec: only a failure raised through contract is a
-// fail; every other failure, timeout or interruption is an error.
-func verdict(s types.SpecReport, harnessError string) string {
+// specOf is one spec's report as its verdict needs it: how it ended, and
+// whether the contract raised its failure.
+func specOf(s types.SpecReport) verdict.Spec {
+	spec := verdict.Spec{
+		Labels:  s.Labels(),
+		Text:    s.LeafNodeText,
+		Message: s.Failure.Message,
+		Where:   fmt.Sprintf("%s at %s", s.Failure.FailureNodeType, s.Failure.Location),
+		RunTime: s.RunTime,
+	}
 	switch {
 	case s.State.Is(types.SpecStatePassed):
-		return report.Pass
+		spec.State = verdict.Passed
 	case s.State.Is(types.SpecStateSkipped | types.SpecStatePending):
-		if harnessError != "" {
-			return report.Error
-		}
-		return report.Skipped
+		spec.State = verdict.Skipped
+	default:
+		spec.State = verdict.Failed
 	}
 	var v string
-	decodeEntry(s, verdictEntry, &v)
-	if v == report.Fail {
-		return report.Fail
+	spec.Contract = decodeEntry(s, verdictEntry, &v) && v == report.Fail
+	var recorded report.Scenario
+	if decodeEntry(s, scenarioEntry, &recorded) {
+		spec.Recorded = &recorded
 	}
-	return report.Error
-}
-
-func failureText(s types.SpecReport) string {
-	if s.Failure.Message == "" {
-		return ""
-	}
-	return fmt.Sprintf("%s [%s at %s]", s.Failure.Message, s.Failure.FailureNodeType, s.Failure.Location)
+	return spec
 }
 
 // decodeEntry reads the first entry called name into v.
@@ -227,23 +161,4 @@ func decodeEntry(s types.SpecReport, name string, v any) bool {
 		return json.Unmarshal(raw, v) == nil
 	}
 	return false
-}
-
-func labelID(labels []string) string {
-	for _, l := range labels {
-		if id, ok := strings.CutPrefix(l, scenarioLabelPrefix); ok {
-			return id
-		}
-	}
-	return ""
-}
-
-func otherLabels(all []string) []string {
-	var out []string
-	for _, l := range all {
-		if !strings.HasPrefix(l, scenarioLabelPrefix) {
-			out = append(out, l)
-		}
-	}
-	return out
 }

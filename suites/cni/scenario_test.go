@@ -2,12 +2,9 @@ package cni_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -16,9 +13,11 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cnifault/cnifault/cniconf"
+	"github.com/cnifault/cnifault/fixtures/framework"
 	"github.com/cnifault/cnifault/fixtures/host"
 	"github.com/cnifault/cnifault/fixtures/inspect"
 	"github.com/cnifault/cnifault/fixtures/runtimes"
+	"github.com/cnifault/cnifault/fixtures/verdict"
 )
 
 // Timeouts of scenario nodes and the calls inside them.
@@ -61,7 +60,7 @@ type scenario struct {
 	Description string
 	// Network names this scenario's bridge, subnet and IPAM dir.
 	Network cniconf.Network
-	seq     int
+	names   framework.ScenarioNames
 	// conflist is what was installed, for diagnostics.
 	conflist  []byte
 	logOffset int64
@@ -102,18 +101,10 @@ func newScenario(ctx SpecContext) *scenario {
 	sc := &scenario{
 		ID:          id,
 		Description: strings.TrimPrefix(texts[len(texts)-1], "when "),
-		seq:         scenarioSeq,
+		names:       framework.ScenarioNames{RunID: runID, Process: GinkgoParallelProcess(), Seq: scenarioSeq, ID: id},
 		logOffset:   runtime.LogSize(),
 	}
-	// Names carry the run id, so that runs at once on one node (two `make
-	// e2e` in one checkout) never read each other's CNI state as their own:
-	// netfilter rules are told apart by the network name in their comment.
-	sc.Network = cniconf.Network{
-		Name:        fmt.Sprintf("cnifault-%s-%d-%s", id, sc.seq, runID),
-		Bridge:      fmt.Sprintf("cnf%d-%s", GinkgoParallelProcess(), runID),
-		Subnet:      fmt.Sprintf("10.250.%d.0/24", subnetOctet()),
-		IPAMDataDir: filepath.Join(runtime.WorkDir(), "ipam", fmt.Sprintf("%d-%s", sc.seq, id)),
-	}
+	sc.Network = sc.names.Network(runtime.WorkDir())
 	Expect(os.MkdirAll(sc.Network.IPAMDataDir, 0o755)).To(Succeed())
 	runtime.OwnLink(sc.Network.Bridge)
 	// Cleanup runs last-registered first: reclaim (with the fault still in
@@ -122,15 +113,6 @@ func newScenario(ctx SpecContext) *scenario {
 	DeferCleanup(sc.record)
 	DeferCleanup(sc.reclaim, NodeTimeout(reclaimTimeout))
 	return sc
-}
-
-// subnetOctet picks this process's scenario subnet in 10.250.0.0/16:
-// distinct for the parallel processes of a run, and spread by the run id
-// over runs at once. Two runs that still meet share no state through it:
-// bridges are their own and carry no host address (isGateway is off).
-func subnetOctet() int {
-	n, _ := strconv.ParseUint(runID, 16, 32)
-	return int((n + uint64(GinkgoParallelProcess())) % 250)
 }
 
 // takeBaseline inventories the instance right before the call under test,
@@ -153,7 +135,7 @@ func (sc *scenario) takeBaseline(ctx SpecContext) {
 var runScope *inspect.Scope
 
 // podNamespace is the namespace of every pod of this run.
-func podNamespace() string { return "cnifault-" + runID }
+func podNamespace() string { return framework.PodNamespace(runID) }
 
 // target is where the instance keeps what a leak check counts.
 func (sc *scenario) target() inspect.Target {
@@ -273,22 +255,9 @@ func (sc *scenario) waitNetworkNotReady(ctx SpecContext) {
 		"the runtime did not drop its CNI config")
 }
 
-// PodConfig is the scenario's pod: named and labelled so every sandbox on
-// the node can be traced to its run and scenario.
+// PodConfig is the scenario's pod, traceable to its run and scenario.
 func (sc *scenario) PodConfig() *runtimeapi.PodSandboxConfig {
-	return &runtimeapi.PodSandboxConfig{
-		Metadata: &runtimeapi.PodSandboxMetadata{
-			Name:      sc.ID,
-			Namespace: podNamespace(),
-			Uid:       fmt.Sprintf("cnifault-%s-%d-%s", runID, sc.seq, sc.ID),
-		},
-		Hostname: sc.ID,
-		Labels: map[string]string{
-			runtimes.RunIDLabel:    runID,
-			"cnifault.io/scenario": sc.ID,
-		},
-		Linux: &runtimeapi.LinuxPodSandboxConfig{CgroupParent: runtime.CgroupParent()},
-	}
+	return sc.names.PodConfig(runtime.CgroupParent())
 }
 
 // RunSandboxE runs the scenario's pod and returns the runtime's error. A
@@ -311,9 +280,9 @@ func (sc *scenario) RunSandboxWithin(ctx SpecContext, d time.Duration) (string, 
 		if sc.runErr == "" {
 			sc.runErr = err.Error()
 		}
-		// The runtime names the failed sandbox in its error (containerd:
-		// `sandbox "<id>"`, CRI-O: `(<id>)`): what it left is this run's.
-		sc.target().Scope.MarkOwn(sandboxIDPattern.FindAllString(err.Error(), -1)...)
+		// The runtime names the failed sandbox in its error: what it left
+		// is this run's.
+		sc.target().Scope.MarkOwn(framework.SandboxIDsIn(err.Error())...)
 		return "", err
 	}
 	sc.target().Scope.MarkOwn(id)
@@ -333,11 +302,9 @@ func (sc *scenario) RunSandbox(ctx SpecContext) string {
 }
 
 // Leaks inventories the instance and returns what is there now that was
-// not there before the scenario began.
-//
-// A veth whose namespace was just released is not yet a leak: the kernel
-// destroys network namespaces asynchronously (the cleanup_net work queue),
-// and their veths with them. Leaks gives links up to kernelSettle to go.
+// not there before the scenario began. What may yet go by itself
+// (verdict.Settling) gets up to kernelSettle to go, or foreignSettle on a
+// runtime shared with other pods.
 func (sc *scenario) Leaks(ctx SpecContext) leakReport {
 	GinkgoHelper()
 	Expect(sc.baselined).To(BeTrue(), "no baseline: Leaks before RunSandbox")
@@ -349,10 +316,12 @@ func (sc *scenario) Leaks(ctx SpecContext) leakReport {
 		return err
 	}
 	Expect(take()).To(Succeed(), "taking the inventory")
-	settling, settle := isLink, kernelSettle
-	if runtime.Inventory().Shared {
-		settling, settle = func(r inspect.Resource) bool { return isLink(r) || mayBeForeign(r) }, foreignSettle
+	shared := runtime.Inventory().Shared
+	settle := kernelSettle
+	if shared {
+		settle = foreignSettle
 	}
+	settling := func(r inspect.Resource) bool { return verdict.Settling(r, shared) }
 	if slices.ContainsFunc(sc.leaks, settling) {
 		quiet := NewGomega(func(string, ...int) {})
 		quiet.Eventually(func(g Gomega) {
@@ -368,11 +337,6 @@ func (sc *scenario) Leaks(ctx SpecContext) leakReport {
 	return leakReport{Scenario: sc.ID, Leaks: sc.leaks}
 }
 
-func isLink(r inspect.Resource) bool { return r.Kind == inspect.KindLink }
-
-// sandboxIDPattern matches the sandbox ids runtimes put in their errors.
-var sandboxIDPattern = regexp.MustCompile(`\b[0-9a-f]{64}\b`)
-
 // markOwnFromJournal tells the scope the container ids cni-fault journaled
 // for this scenario's pod: a sandbox that failed with no id in the error
 // (a client deadline) is still known as the run's.
@@ -387,14 +351,6 @@ func (sc *scenario) markOwnFromJournal() {
 			sc.target().Scope.MarkOwn(e.ContainerID)
 		}
 	}
-}
-
-// mayBeForeign: on a shared runtime, what names no owner (a netns, a veth
-// whose pod never cached a result) may be a foreign pod's that is still
-// starting, or failing and being torn down; it is the run's leak only if it
-// stays. What names an owner is told by the scope at once.
-func mayBeForeign(r inspect.Resource) bool {
-	return r.Owner == "" && r.Kind != inspect.KindSandbox && r.Kind != inspect.KindContainer
 }
 
 // restore returns the instance to a clean state for the next scenario, the
@@ -458,10 +414,7 @@ func (sc *scenario) restore(ctx SpecContext) {
 }
 
 // currentScenarioID reads the "scenario:<id>" label of the running spec.
-func currentScenarioID() string { return labelID(CurrentSpecReport().Labels()) }
-
-// scenarioLabelPrefix marks the label carrying a spec's stable scenario id.
-const scenarioLabelPrefix = "scenario:"
+func currentScenarioID() string { return verdict.ScenarioID(CurrentSpecReport().Labels()) }
 
 // Scenario labels a spec with its stable scenario id.
-func Scenario(id string) Labels { return Label(scenarioLabelPrefix + id) }
+func Scenario(id string) Labels { return Label(verdict.ScenarioLabel(id)) }

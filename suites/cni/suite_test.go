@@ -7,17 +7,17 @@
 package cni_test
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
+	"github.com/onsi/ginkgo/v2/types"
 	. "github.com/onsi/gomega"
 	"golang.org/x/sys/unix"
 
@@ -25,6 +25,7 @@ import (
 	"github.com/cnifault/cnifault/fixtures/framework"
 	"github.com/cnifault/cnifault/fixtures/report"
 	"github.com/cnifault/cnifault/fixtures/runtimes"
+	"github.com/cnifault/cnifault/fixtures/verdict"
 )
 
 // Timeouts of suite-level nodes.
@@ -57,47 +58,43 @@ func init() {
 	_ = unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGTERM), 0, 0, 0)
 }
 
+// TestMain is cnifault's entry: the framework runs commands and checks
+// the input; only a run that may start reaches the specs.
 func TestMain(m *testing.M) {
-	if handled, code := runCommand(os.Args[1:], os.Stdout, os.Stderr); handled {
-		os.Exit(code)
-	}
-	listing := len(os.Args) > 1 && os.Args[1] == "list"
-	if listing {
-		os.Args = append(os.Args[:1], os.Args[2:]...)
-	}
-	// A mistyped flag gets cnifault's flags, not every Go test flag.
-	flag.CommandLine.Usage = func() { framework.ShortUsage(os.Stderr, flag.CommandLine) }
-	flag.Parse()
-	tc.Parsed(flag.CommandLine)
-	catalog := previewCatalog()
-	if listing {
-		printList(os.Stdout, catalog)
-		os.Exit(report.ExitPass)
-	}
-	// Bad input is refused here, before any runtime comes up or any file on
-	// the node changes: one line per mistake, exit 2.
-	if err := checkRun(catalog); err != nil {
-		fmt.Fprintln(os.Stderr, "cnifault: "+strings.ReplaceAll(err.Error(), "\n", "\ncnifault: "))
-		os.Exit(report.ExitHarness)
-	}
-	if err := lockReportDir(tc.ReportDir); err != nil {
-		fmt.Fprintf(os.Stderr, "cnifault: %v\n", err)
-		os.Exit(report.ExitHarness)
-	}
-	m.Run()
-	os.Exit(exitCode)
+	os.Exit(framework.Main(os.Args[1:], flag.CommandLine, &tc, framework.Suite{
+		Catalog:      previewCatalog,
+		Root:         os.Geteuid() == 0,
+		WritesReport: func() bool { return GinkgoParallelProcess() == 1 },
+		Run: func() int {
+			m.Run()
+			return exitCode
+		},
+	}, os.Stdout, os.Stderr))
 }
 
-// checkRun is everything a run needs that can be checked before it starts.
-func checkRun(catalog []report.Scenario) error {
-	if os.Geteuid() != 0 {
-		return fmt.Errorf("cnifault runs runtimes, mounts netns and creates links: run it as root")
+// previewing is set while Ginkgo walks the spec tree without running it:
+// the reporting nodes then have nothing to report.
+var previewing bool
+
+// previewCatalog walks the spec tree without running anything (Ginkgo's
+// preview) and returns the catalog: every scenario with its labels.
+func previewCatalog() []framework.Entry {
+	previewing = true
+	defer func() { previewing = false }()
+	var out []framework.Entry
+	for _, s := range PreviewSpecs("cnifault").SpecReports {
+		if s.LeafNodeType != types.NodeTypeIt {
+			continue
+		}
+		id := verdict.ScenarioID(s.Labels())
+		if id == "" {
+			continue
+		}
+		out = append(out, framework.Entry{ID: id, Labels: verdict.OtherLabels(s.Labels()),
+			Description: strings.TrimPrefix(s.ContainerHierarchyTexts[len(s.ContainerHierarchyTexts)-1], "when ")})
 	}
-	var ids []string
-	for _, s := range catalog {
-		ids = append(ids, s.ID)
-	}
-	return tc.Validate(framework.Catalog{Scenarios: ids})
+	sort.Slice(out, func(a, b int) bool { return out[a].ID < out[b].ID })
+	return out
 }
 
 func TestCNIFault(t *testing.T) {
@@ -111,7 +108,7 @@ func TestCNIFault(t *testing.T) {
 }
 
 var _ = BeforeSuite(func(ctx SpecContext) {
-	runID = newRunID()
+	runID = framework.NewRunID()
 
 	instance := fmt.Sprintf("%s-p%d", runID, GinkgoParallelProcess())
 	var err error
@@ -168,12 +165,6 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	AddReportEntry(pluginsEntry, report.PluginVersions(runtime.CNIBinDir(),
 		"bridge", "host-local", "loopback", "portmap", cniconf.FaultPluginType), ReportEntryVisibilityNever)
 }, NodeTimeout(runtimeStartTimeout))
-
-func newRunID() string {
-	b := make([]byte, 3)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
 
 func absPath(p string) string {
 	a, err := filepath.Abs(p)
