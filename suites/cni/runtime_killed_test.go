@@ -10,9 +10,6 @@ import (
 	"github.com/cnifault/cnifault/fixtures/runtimes"
 )
 
-// runtimeRecoverTimeout bounds killing and restarting the runtime.
-const runtimeRecoverTimeout = 60 * time.Second
-
 // The runtime dies while a plugin is inside ADD (OOM kill, node problem).
 // After a restart, kubelet's Stop and Remove are all that will ever clean
 // up: whatever the dead call allocated must be reachable from them.

@@ -23,12 +23,18 @@ import (
 
 // Timeouts of scenario nodes and the calls inside them.
 const (
-	// scenarioSetupTimeout bounds a scenario's setup: baseline, config install.
-	scenarioSetupTimeout = 45 * time.Second
+	// scenarioSetupBase bounds a scenario's setup but for what the runtime
+	// does to take a new config up (scenarioSetupTimeout adds it).
+	scenarioSetupBase = 45 * time.Second
 	// scenarioTimeout bounds one scenario's It.
 	scenarioTimeout = 2 * time.Minute
-	// scenarioRestoreTimeout bounds returning the instance to a clean state.
-	scenarioRestoreTimeout = 60 * time.Second
+	// scenarioRestoreBase bounds restore's own steps but for what the
+	// runtime does to take the healthy config up (scenarioRestoreTimeout
+	// adds it, and restoreMargin).
+	scenarioRestoreBase = 60 * time.Second
+	// restoreMargin is what restore leaves of its node's timeout, to return
+	// before it.
+	restoreMargin = 5 * time.Second
 	// networkSettleTimeout is how long a runtime may take to pick up a
 	// change in its CNI config dir.
 	networkSettleTimeout = 20 * time.Second
@@ -401,8 +407,12 @@ func mayBeForeign(r inspect.Resource) bool {
 // way an operator would: restore a working network so that a sandbox stuck
 // on broken CNI can be stopped, remove every sandbox, then clear what the
 // runtime could not. It reports problems but never fails the spec: the
-// verdict was decided before it ran.
-func (sc *scenario) restore(ctx SpecContext) {
+// verdict was decided before it ran. So it asserts nothing, and its steps
+// share a deadline restoreMargin before its node's timeout; a network that
+// did not come back is the next scenario's setup error.
+func (sc *scenario) restore(sctx SpecContext) {
+	ctx, cancel := context.WithTimeout(sctx, scenarioRestoreTimeout-restoreMargin)
+	defer cancel()
 	sc.stopHungPlugins()
 	healthy := cniconf.BridgeList(sc.Network)
 	healthy.Name = sc.Network.Name + "-restore"
@@ -413,11 +423,9 @@ func (sc *scenario) restore(ctx SpecContext) {
 	if err := runtimes.NetworkConfigChanged(ctx, runtime); err != nil {
 		GinkgoWriter.Printf("restore: the runtime did not take up the healthy network: %v\n", err)
 	}
-	Eventually(func(g Gomega) {
-		st, err := runtimes.Network(ctx, runtime)
-		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(st.HoldsNetwork(healthy.Name)).To(BeTrue())
-	}).WithContext(ctx).WithTimeout(networkSettleTimeout).WithPolling(pollInterval).Should(Succeed())
+	if err := waitNetwork(ctx, healthy.Name); err != nil {
+		GinkgoWriter.Printf("restore: the healthy network did not settle: %v\n", err)
+	}
 	// Only this run's pods: on an external runtime others are not ours.
 	pods, err := runtime.CRI().ListPodSandboxes(ctx)
 	if err == nil {
@@ -455,6 +463,24 @@ func (sc *scenario) restore(ctx SpecContext) {
 	}
 	_ = os.RemoveAll(sc.Network.IPAMDataDir)
 	_ = dir.Clear()
+}
+
+// waitNetwork polls, for up to networkSettleTimeout, until the runtime
+// holds network name, without failing the spec.
+func waitNetwork(ctx context.Context, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, networkSettleTimeout)
+	defer cancel()
+	for {
+		st, err := runtimes.Network(ctx, runtime)
+		if err == nil && st.HoldsNetwork(name) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last: %+v, %v)", ctx.Err(), st, err)
+		case <-time.After(pollInterval):
+		}
+	}
 }
 
 // currentScenarioID reads the "scenario:<id>" label of the running spec.

@@ -27,13 +27,45 @@ import (
 	"github.com/cnifault/cnifault/fixtures/runtimes"
 )
 
-// Timeouts of suite-level nodes.
-const (
-	// The margin covers what bring-up does besides the daemon's own start:
-	// the stale-instance sweep, importing the pause image, the version probe.
-	runtimeStartTimeout    = runtimes.StartTimeout + 30*time.Second
-	runtimeTeardownTimeout = runtimes.TeardownTimeout
+// runtimeStartTimeout bounds the suite's BeforeSuite. That node is declared
+// before the flags name the runtime, so it takes the longest start of any
+// runtime; the margin covers what bring-up does besides the adapter's own
+// start: the stale-instance sweep, the version probe, the report entries.
+var runtimeStartTimeout = runtimes.StartTimeout + 30*time.Second
+
+// Node timeouts that derive from the bounds of the runtime under test:
+// setRuntimeTimeouts sets them once the flags name it, before the spec tree
+// is built (PreviewSpecs, RunSpecs), where every node but BeforeSuite reads
+// them.
+var (
+	// runtimeTeardownTimeout bounds the runtime's teardown.
+	runtimeTeardownTimeout time.Duration
+	// runtimeRecoverTimeout bounds killing and restarting the runtime.
+	runtimeRecoverTimeout time.Duration
+	// scenarioSetupTimeout bounds a scenario's setup: baseline, config
+	// install, and what the runtime does to take the config up (CRI-O
+	// restarts).
+	scenarioSetupTimeout time.Duration
+	// scenarioRestoreTimeout bounds returning the instance to a clean state
+	// (restore), which takes up a config as the setup does; restore gives
+	// its own steps restoreMargin less, so that it ends before its node
+	// times out.
+	scenarioRestoreTimeout time.Duration
 )
+
+// setRuntimeTimeouts derives the node timeouts above from the bounds of the
+// runtime the flags name (an external endpoint has its own).
+func setRuntimeTimeouts() {
+	name := ""
+	if tc.Endpoint == "" {
+		name = tc.RuntimeName()
+	}
+	b := runtimes.BoundsOf(name)
+	runtimeTeardownTimeout = b.Teardown
+	runtimeRecoverTimeout = b.Restart
+	scenarioSetupTimeout = scenarioSetupBase + b.ConfigChange
+	scenarioRestoreTimeout = scenarioRestoreBase + b.ConfigChange + restoreMargin
+}
 
 // tc is the run's configuration: cnifault's flags, checked as a whole by
 // TestMain before the suite starts.
@@ -69,6 +101,7 @@ func TestMain(m *testing.M) {
 	flag.CommandLine.Usage = func() { framework.ShortUsage(os.Stderr, flag.CommandLine) }
 	flag.Parse()
 	tc.Parsed(flag.CommandLine)
+	setRuntimeTimeouts()
 	catalog := previewCatalog()
 	if listing {
 		printList(os.Stdout, catalog)
