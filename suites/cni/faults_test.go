@@ -26,7 +26,7 @@ func (sc *scenario) Fault() cniconf.Fault {
 }
 
 func (sc *scenario) faultDir() string {
-	return filepath.Join(runtime.WorkDir(), "faults", fmt.Sprintf("%d-%s", sc.seq, sc.ID))
+	return filepath.Join(rt.WorkDir(), "faults", fmt.Sprintf("%d-%s", sc.seq, sc.ID))
 }
 
 func (sc *scenario) journalPath() string { return filepath.Join(sc.faultDir(), "journal.jsonl") }
@@ -68,7 +68,7 @@ func (sc *scenario) delAfterFailedAdd() *bool {
 // the harness's own plugin binary before it is signalled.
 func (sc *scenario) stopHungPlugins() {
 	entries, _ := cniconf.ReadJournal(sc.journalPath())
-	plugin, _ := filepath.EvalSymlinks(filepath.Join(runtime.CNIBinDir(), cniconf.FaultPluginType))
+	plugin, _ := filepath.EvalSymlinks(filepath.Join(rt.CNIBinDir(), cniconf.FaultPluginType))
 	for _, e := range entries {
 		if e.Action != cniconf.ActionHang || !host.Alive(e.PID) {
 			continue

@@ -21,7 +21,7 @@ var _ = Describe("RunPodSandbox", func() {
 
 		BeforeEach(func(ctx SpecContext) {
 			var ok bool
-			if ctl, ok = runtime.(runtimes.Controllable); !ok {
+			if ctl, ok = rt.(runtimes.Controllable); !ok {
 				Skip("the harness does not control this runtime's process (external endpoint)")
 			}
 			sc = newScenario(ctx)
@@ -38,7 +38,7 @@ var _ = Describe("RunPodSandbox", func() {
 				defer GinkgoRecover()
 				cctx, cancel := context.WithTimeout(ctx, criCallTimeout)
 				defer cancel()
-				_, err := runtime.CRI().RunPodSandbox(cctx, sc.PodConfig())
+				_, err := rt.CRI().RunPodSandbox(cctx, sc.PodConfig())
 				done <- err
 			}()
 			sc.ExpectFaultFired(ctx, criCallTimeout)

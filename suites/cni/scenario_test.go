@@ -109,7 +109,7 @@ func newScenario(ctx SpecContext) *scenario {
 		ID:          id,
 		Description: strings.TrimPrefix(texts[len(texts)-1], "when "),
 		seq:         scenarioSeq,
-		logOffset:   runtime.LogSize(),
+		logOffset:   rt.LogSize(),
 	}
 	// Names carry the run id, so that runs at once on one node (two `make
 	// e2e` in one checkout) never read each other's CNI state as their own:
@@ -118,10 +118,10 @@ func newScenario(ctx SpecContext) *scenario {
 		Name:        fmt.Sprintf("cnifault-%s-%d-%s", id, sc.seq, runID),
 		Bridge:      fmt.Sprintf("cnf%d-%s", GinkgoParallelProcess(), runID),
 		Subnet:      fmt.Sprintf("10.250.%d.0/24", subnetOctet()),
-		IPAMDataDir: filepath.Join(runtime.WorkDir(), "ipam", fmt.Sprintf("%d-%s", sc.seq, id)),
+		IPAMDataDir: filepath.Join(rt.WorkDir(), "ipam", fmt.Sprintf("%d-%s", sc.seq, id)),
 	}
 	Expect(os.MkdirAll(sc.Network.IPAMDataDir, 0o755)).To(Succeed())
-	runtime.OwnLink(sc.Network.Bridge)
+	rt.OwnLink(sc.Network.Bridge)
 	// Cleanup runs last-registered first: reclaim (with the fault still in
 	// place), then record the result, then restore the instance.
 	DeferCleanup(sc.restore, NodeTimeout(scenarioRestoreTimeout))
@@ -163,14 +163,14 @@ func podNamespace() string { return "cnifault-" + runID }
 
 // target is where the instance keeps what a leak check counts.
 func (sc *scenario) target() inspect.Target {
-	inv := runtime.Inventory()
+	inv := rt.Inventory()
 	if runScope == nil {
 		runScope = &inspect.Scope{Labels: map[string]string{runtimes.RunIDLabel: runID}, Namespace: podNamespace(),
 			Strict: inv.Shared}
 	}
 	return inspect.Target{
 		Scope:        runScope,
-		CRI:          runtime.CRI(),
+		CRI:          rt.CRI(),
 		NetNSDirs:    inv.NetNSDirs,
 		MountRoots:   inv.MountRoots,
 		IPAMDirs:     []string{sc.Network.IPAMDataDir},
@@ -192,7 +192,7 @@ func (sc *scenario) InstallNetwork(ctx SpecContext, l cniconf.NetworkList) {
 	GinkgoHelper()
 	sc.writeList(ctx, l)
 	Eventually(func(g Gomega) {
-		st, err := runtimes.Network(ctx, runtime)
+		st, err := runtimes.Network(ctx, rt)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(st.Ready).To(BeTrue(), "NetworkReady is false: %s %s (last load: %s)", st.Reason, st.Message, st.LastLoad)
 		g.Expect(st.HoldsNetwork(l.Name)).To(BeTrue(), "the runtime holds another CNI config: %s %v", st.CNIConfig, st.Networks)
@@ -207,9 +207,9 @@ func (sc *scenario) InstallNetwork(ctx SpecContext, l cniconf.NetworkList) {
 func (sc *scenario) InstallNetworkOrRefusal(ctx SpecContext, l cniconf.NetworkList) {
 	GinkgoHelper()
 	sc.writeList(ctx, l)
-	file := filepath.Join(runtime.CNIConfDir(), confFile)
+	file := filepath.Join(rt.CNIConfDir(), confFile)
 	Eventually(func(g Gomega) {
-		st, err := runtimes.Network(ctx, runtime)
+		st, err := runtimes.Network(ctx, rt)
 		g.Expect(err).NotTo(HaveOccurred())
 		if why, refused := st.Refused[file]; refused && !st.Ready {
 			GinkgoWriter.Printf("the runtime refused %s: %s\n", file, why)
@@ -237,10 +237,10 @@ func (sc *scenario) writeList(ctx SpecContext, l cniconf.NetworkList) {
 			sc.expectJournal(f, cniconf.VerbAdd)
 		}
 	}
-	dir := cniconf.ConfDir(runtime.CNIConfDir())
+	dir := cniconf.ConfDir(rt.CNIConfDir())
 	Expect(dir.Clear()).To(Succeed())
 	Expect(dir.WriteList(confFile, l)).To(Succeed())
-	Expect(runtimes.NetworkConfigChanged(ctx, runtime)).To(Succeed(), "the runtime did not take up the new config")
+	Expect(runtimes.NetworkConfigChanged(ctx, rt)).To(Succeed(), "the runtime did not take up the new config")
 }
 
 // InstallMalformed writes content as the only config and waits until the
@@ -249,10 +249,10 @@ func (sc *scenario) InstallMalformed(ctx SpecContext, content []byte) {
 	GinkgoHelper()
 	sc.conflist = content
 	sc.observed = false
-	dir := cniconf.ConfDir(runtime.CNIConfDir())
+	dir := cniconf.ConfDir(rt.CNIConfDir())
 	Expect(dir.Clear()).To(Succeed())
 	Expect(dir.WriteRaw(confFile, content)).To(Succeed())
-	Expect(runtimes.NetworkConfigChanged(ctx, runtime)).To(Succeed(), "the runtime did not take up the new config")
+	Expect(runtimes.NetworkConfigChanged(ctx, rt)).To(Succeed(), "the runtime did not take up the new config")
 	sc.waitNetworkNotReady(ctx)
 	sc.expectNetworkNotReady()
 }
@@ -263,8 +263,8 @@ func (sc *scenario) InstallNoNetwork(ctx SpecContext) {
 	GinkgoHelper()
 	sc.conflist = nil
 	sc.observed = false
-	Expect(cniconf.ConfDir(runtime.CNIConfDir()).Clear()).To(Succeed())
-	Expect(runtimes.NetworkConfigChanged(ctx, runtime)).To(Succeed(), "the runtime did not take up the new config")
+	Expect(cniconf.ConfDir(rt.CNIConfDir()).Clear()).To(Succeed())
+	Expect(runtimes.NetworkConfigChanged(ctx, rt)).To(Succeed(), "the runtime did not take up the new config")
 	sc.waitNetworkNotReady(ctx)
 	sc.expectNetworkNotReady()
 }
@@ -272,7 +272,7 @@ func (sc *scenario) InstallNoNetwork(ctx SpecContext) {
 func (sc *scenario) waitNetworkNotReady(ctx SpecContext) {
 	GinkgoHelper()
 	Eventually(func(g Gomega) {
-		st, err := runtimes.Network(ctx, runtime)
+		st, err := runtimes.Network(ctx, rt)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(st.Ready).To(BeFalse(), "the runtime still reports NetworkReady with %s %v", st.CNIConfig, st.Networks)
 	}).WithContext(ctx).WithTimeout(networkSettleTimeout).WithPolling(pollInterval).Should(Succeed(),
@@ -293,7 +293,7 @@ func (sc *scenario) PodConfig() *runtimeapi.PodSandboxConfig {
 			runtimes.RunIDLabel:    runID,
 			"cnifault.io/scenario": sc.ID,
 		},
-		Linux: &runtimeapi.LinuxPodSandboxConfig{CgroupParent: runtime.CgroupParent()},
+		Linux: &runtimeapi.LinuxPodSandboxConfig{CgroupParent: rt.CgroupParent()},
 	}
 }
 
@@ -312,7 +312,7 @@ func (sc *scenario) RunSandboxWithin(ctx SpecContext, d time.Duration) (string, 
 	if sc.runStarted.IsZero() {
 		sc.runStarted = time.Now()
 	}
-	id, err := runtime.CRI().RunPodSandbox(cctx, sc.PodConfig())
+	id, err := rt.CRI().RunPodSandbox(cctx, sc.PodConfig())
 	if err != nil {
 		if sc.runErr == "" {
 			sc.runErr = err.Error()
@@ -324,8 +324,8 @@ func (sc *scenario) RunSandboxWithin(ctx SpecContext, d time.Duration) (string, 
 	}
 	sc.target().Scope.MarkOwn(id)
 	DeferCleanup(func(ctx SpecContext) {
-		_ = runtime.CRI().StopPodSandbox(ctx, id)
-		_ = runtime.CRI().RemovePodSandbox(ctx, id)
+		_ = rt.CRI().StopPodSandbox(ctx, id)
+		_ = rt.CRI().RemovePodSandbox(ctx, id)
 	}, NodeTimeout(2*criCallTimeout))
 	return id, nil
 }
@@ -356,7 +356,7 @@ func (sc *scenario) Leaks(ctx SpecContext) leakReport {
 	}
 	Expect(take()).To(Succeed(), "taking the inventory")
 	settling, settle := isLink, kernelSettle
-	if runtime.Inventory().Shared {
+	if rt.Inventory().Shared {
 		settling, settle = func(r inspect.Resource) bool { return isLink(r) || mayBeForeign(r) }, foreignSettle
 	}
 	if slices.ContainsFunc(sc.leaks, settling) {
@@ -416,27 +416,27 @@ func (sc *scenario) restore(sctx SpecContext) {
 	sc.stopHungPlugins()
 	healthy := cniconf.BridgeList(sc.Network)
 	healthy.Name = sc.Network.Name + "-restore"
-	dir := cniconf.ConfDir(runtime.CNIConfDir())
+	dir := cniconf.ConfDir(rt.CNIConfDir())
 	if err := dir.Clear(); err == nil {
 		_ = dir.WriteList(confFile, healthy)
 	}
-	if err := runtimes.NetworkConfigChanged(ctx, runtime); err != nil {
+	if err := runtimes.NetworkConfigChanged(ctx, rt); err != nil {
 		GinkgoWriter.Printf("restore: the runtime did not take up the healthy network: %v\n", err)
 	}
 	if err := waitNetwork(ctx, healthy.Name); err != nil {
 		GinkgoWriter.Printf("restore: the healthy network did not settle: %v\n", err)
 	}
 	// Only this run's pods: on an external runtime others are not ours.
-	pods, err := runtime.CRI().ListPodSandboxes(ctx)
+	pods, err := rt.CRI().ListPodSandboxes(ctx)
 	if err == nil {
 		for _, p := range pods {
 			if !sc.target().Scope.Owns(p) {
 				continue
 			}
-			if err := runtime.CRI().StopPodSandbox(ctx, p.GetId()); err != nil {
+			if err := rt.CRI().StopPodSandbox(ctx, p.GetId()); err != nil {
 				GinkgoWriter.Printf("restore: stop %s: %v\n", p.GetId(), err)
 			}
-			if err := runtime.CRI().RemovePodSandbox(ctx, p.GetId()); err != nil {
+			if err := rt.CRI().RemovePodSandbox(ctx, p.GetId()); err != nil {
 				GinkgoWriter.Printf("restore: remove %s: %v\n", p.GetId(), err)
 			}
 		}
@@ -471,7 +471,7 @@ func waitNetwork(ctx context.Context, name string) error {
 	ctx, cancel := context.WithTimeout(ctx, networkSettleTimeout)
 	defer cancel()
 	for {
-		st, err := runtimes.Network(ctx, runtime)
+		st, err := runtimes.Network(ctx, rt)
 		if err == nil && st.HoldsNetwork(name) {
 			return nil
 		}

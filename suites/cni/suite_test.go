@@ -73,11 +73,12 @@ var tc framework.TestContext
 
 func init() { tc.RegisterFlags(flag.CommandLine) }
 
-// runtime is the instance under test in this process; runID is shared by
-// every name this run creates on the node.
+// rt is the runtime under test in this process (named so as not to shadow
+// the standard library's runtime); runID is shared by every name this run
+// creates on the node.
 var (
-	runtime runtimes.Runtime
-	runID   string
+	rt    runtimes.Runtime
+	runID string
 	// exitCode is decided by the report, not by Ginkgo's pass/fail.
 	exitCode = report.ExitHarness
 )
@@ -150,7 +151,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	var err error
 	if tc.Endpoint != "" {
 		By("checking the runtime at " + tc.Endpoint)
-		runtime, err = runtimes.StartExternal(ctx, runtimes.ExternalOptions{
+		rt, err = runtimes.StartExternal(ctx, runtimes.ExternalOptions{
 			Endpoint:     tc.Endpoint,
 			CNIConfDir:   tc.CNIConfDir,
 			CNIBinDir:    tc.CNIBinDir,
@@ -166,7 +167,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	} else {
 		name := tc.RuntimeName()
 		By("bringing up " + name)
-		runtime, err = runtimes.Start(ctx, runtimes.Options{
+		rt, err = runtimes.Start(ctx, runtimes.Options{
 			Runtime:      name,
 			CacheDir:     tc.CacheDir,
 			WorkDir:      absPath(filepath.Join(tc.WorkDir, filepath.Base(name)+"-"+instance)),
@@ -180,25 +181,25 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 		Expect(err).NotTo(HaveOccurred(), "bringing up %s", name)
 	}
 	DeferCleanup(func(ctx SpecContext) {
-		Expect(runtime.Teardown(ctx)).To(Succeed())
+		Expect(rt.Teardown(ctx)).To(Succeed())
 	}, NodeTimeout(runtimeTeardownTimeout))
 
-	v, err := runtime.CRI().Version(ctx)
+	v, err := rt.CRI().Version(ctx)
 	Expect(err).NotTo(HaveOccurred())
-	managed := runtime.Name()
-	if _, ok := runtime.(runtimes.Controllable); !ok {
+	managed := rt.Name()
+	if _, ok := rt.(runtimes.Controllable); !ok {
 		managed = ""
 	}
 	AddReportEntry(runtimeEntry, report.Runtime{
 		Name:       v.GetRuntimeName(),
 		Version:    v.GetRuntimeVersion(),
 		CRIVersion: v.GetRuntimeApiVersion(),
-		Endpoint:   runtime.Endpoint(),
+		Endpoint:   rt.Endpoint(),
 		Managed:    managed,
-		Details:    runtime.Details(),
+		Details:    rt.Details(),
 	}, ReportEntryVisibilityNever)
 	// Read now: teardown removes an instance's bin dir.
-	AddReportEntry(pluginsEntry, report.PluginVersions(runtime.CNIBinDir(),
+	AddReportEntry(pluginsEntry, report.PluginVersions(rt.CNIBinDir(),
 		"bridge", "host-local", "loopback", "portmap", cniconf.FaultPluginType), ReportEntryVisibilityNever)
 }, NodeTimeout(runtimeStartTimeout))
 
