@@ -3,9 +3,13 @@
 // .import-restrictions for its e2e framework:
 //
 //	suites → framework → runtimes → adapters (containerd, crio) → daemon
-//	       → inspect, host, cri, report, image → cniconf
+//	                                  → host, cri, image (the leaves)
+//	suites → inspect (→ host, cri), report, cniconf
 //	suites → verdict → inspect, report, cniconf
 //	cmd/cni-fault → cniconf only
+//
+// The adapters know nothing of inventories, reports or CNI configs: what
+// they share is fixtures/daemon's, and only runtimes knows them both.
 //
 // Nothing imports suites, and Ginkgo and Gomega stay in suites: everything
 // else is an ordinary package with plain Go tests.

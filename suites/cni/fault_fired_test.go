@@ -56,7 +56,7 @@ func (sc *scenario) expectJournal(f cniconf.Fault, v cniconf.Verb) {
 // NetworkReady=false, the state the scenario set up, after the call too.
 func (sc *scenario) expectNetworkNotReady() {
 	sc.expectFault("the runtime to report NetworkReady=false", func(ctx context.Context) (string, bool) {
-		st, err := runtimes.Network(ctx, runtime)
+		st, err := runtimes.Network(ctx, rt)
 		if err != nil || st.Ready {
 			return "", false
 		}
@@ -70,7 +70,7 @@ func (sc *scenario) expectNetworkNotReady() {
 // the scenario began, names it.
 func (sc *scenario) ExpectRuntimeError(fragment string) {
 	sc.expectFault(fmt.Sprintf("the runtime's error or log to name %q", fragment), func(context.Context) (string, bool) {
-		if strings.Contains(sc.runErr, fragment) || strings.Contains(runtime.LogSince(sc.logOffset), fragment) {
+		if strings.Contains(sc.runErr, fragment) || strings.Contains(rt.LogSince(sc.logOffset), fragment) {
 			return "runtime error: " + fragment, true
 		}
 		return "", false

@@ -26,7 +26,7 @@ func (sc *scenario) Fault() cniconf.Fault {
 	}
 }
 
-func (sc *scenario) faultDir() string { return sc.names.FaultDir(runtime.WorkDir()) }
+func (sc *scenario) faultDir() string { return sc.names.FaultDir(rt.WorkDir()) }
 
 func (sc *scenario) journalPath() string { return filepath.Join(sc.faultDir(), "journal.jsonl") }
 
@@ -59,7 +59,7 @@ func (sc *scenario) delAfterFailedAdd() *bool {
 // the harness's own plugin binary before it is signalled.
 func (sc *scenario) stopHungPlugins() {
 	entries, _ := cniconf.ReadJournal(sc.journalPath())
-	plugin, _ := filepath.EvalSymlinks(filepath.Join(runtime.CNIBinDir(), cniconf.FaultPluginType))
+	plugin, _ := filepath.EvalSymlinks(filepath.Join(rt.CNIBinDir(), cniconf.FaultPluginType))
 	for _, e := range entries {
 		if e.Action != cniconf.ActionHang || !host.Alive(e.PID) {
 			continue

@@ -24,13 +24,13 @@ var _ = Describe("A pod sandbox", func() {
 			id := sc.RunSandbox(ctx)
 
 			By("reading the pod's IP")
-			status, err := runtime.CRI().PodSandboxStatus(ctx, id)
+			status, err := rt.CRI().PodSandboxStatus(ctx, id)
 			Expect(err).NotTo(HaveOccurred())
 			contract.Expect(status.GetNetwork().GetIp()).To(HavePrefix("10.250."), "the pod got no IP from the network")
 
 			By("stopping and removing the pod as kubelet does")
-			contract.Expect(runtime.CRI().StopPodSandbox(ctx, id)).To(Succeed())
-			contract.Expect(runtime.CRI().RemovePodSandbox(ctx, id)).To(Succeed())
+			contract.Expect(rt.CRI().StopPodSandbox(ctx, id)).To(Succeed())
+			contract.Expect(rt.CRI().RemovePodSandbox(ctx, id)).To(Succeed())
 
 			By("inventorying the instance")
 			contract.Expect(sc.Leaks(ctx)).To(BeClean())

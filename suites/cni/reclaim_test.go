@@ -46,7 +46,7 @@ func (sc *scenario) reclaim(ctx SpecContext) {
 // not there before the scenario, and returns the runtime's errors. Pods of
 // others on a shared runtime are never touched.
 func (sc *scenario) stopAndRemoveLeftovers(ctx SpecContext) error {
-	pods, err := runtime.CRI().ListPodSandboxes(ctx)
+	pods, err := rt.CRI().ListPodSandboxes(ctx)
 	if err != nil {
 		return err
 	}
@@ -61,10 +61,10 @@ func (sc *scenario) stopAndRemoveLeftovers(ctx SpecContext) error {
 		}) {
 			continue
 		}
-		if err := runtime.CRI().StopPodSandbox(ctx, p.GetId()); err != nil {
+		if err := rt.CRI().StopPodSandbox(ctx, p.GetId()); err != nil {
 			errs = append(errs, err)
 		}
-		if err := runtime.CRI().RemovePodSandbox(ctx, p.GetId()); err != nil {
+		if err := rt.CRI().RemovePodSandbox(ctx, p.GetId()); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -57,7 +57,7 @@ func (sc *scenario) collectDiagnostics() string {
 	write := func(name string, content []byte) {
 		_ = os.WriteFile(filepath.Join(dir, name), content, 0o644)
 	}
-	write("runtime.log", []byte(runtime.LogSince(sc.logOffset)))
+	write("runtime.log", []byte(rt.LogSince(sc.logOffset)))
 	if sc.conflist != nil {
 		write(confFile, sc.conflist)
 	}
@@ -67,7 +67,7 @@ func (sc *scenario) collectDiagnostics() string {
 	links, _ := exec.Command("ip", "-d", "link", "show").CombinedOutput()
 	write("ip-link.txt", links)
 	var lines []string
-	if ms, err := host.MountsUnder(runtime.Inventory().MountRoots...); err == nil {
+	if ms, err := host.MountsUnder(rt.Inventory().MountRoots...); err == nil {
 		for _, m := range ms {
 			lines = append(lines, m.Line)
 		}

@@ -10,9 +10,6 @@ import (
 	"github.com/cnifault/cnifault/fixtures/runtimes"
 )
 
-// runtimeRecoverTimeout bounds killing and restarting the runtime.
-const runtimeRecoverTimeout = 60 * time.Second
-
 // The runtime dies while a plugin is inside ADD (OOM kill, node problem).
 // After a restart, kubelet's Stop and Remove are all that will ever clean
 // up: whatever the dead call allocated must be reachable from them.
@@ -24,7 +21,7 @@ var _ = Describe("RunPodSandbox", func() {
 
 		BeforeEach(func(ctx SpecContext) {
 			var ok bool
-			if ctl, ok = runtime.(runtimes.Controllable); !ok {
+			if ctl, ok = rt.(runtimes.Controllable); !ok {
 				Skip("the harness does not control this runtime's process (external endpoint)")
 			}
 			sc = newScenario(ctx)
@@ -41,7 +38,7 @@ var _ = Describe("RunPodSandbox", func() {
 				defer GinkgoRecover()
 				cctx, cancel := context.WithTimeout(ctx, criCallTimeout)
 				defer cancel()
-				_, err := runtime.CRI().RunPodSandbox(cctx, sc.PodConfig())
+				_, err := rt.CRI().RunPodSandbox(cctx, sc.PodConfig())
 				done <- err
 			}()
 			sc.ExpectFaultFired(ctx, criCallTimeout)

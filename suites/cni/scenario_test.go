@@ -2,6 +2,7 @@ package cni_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -22,12 +23,18 @@ import (
 
 // Timeouts of scenario nodes and the calls inside them.
 const (
-	// scenarioSetupTimeout bounds a scenario's setup: baseline, config install.
-	scenarioSetupTimeout = 45 * time.Second
+	// scenarioSetupBase bounds a scenario's setup but for what the runtime
+	// does to take a new config up (scenarioSetupTimeout adds it).
+	scenarioSetupBase = 45 * time.Second
 	// scenarioTimeout bounds one scenario's It.
 	scenarioTimeout = 2 * time.Minute
-	// scenarioRestoreTimeout bounds returning the instance to a clean state.
-	scenarioRestoreTimeout = 60 * time.Second
+	// scenarioRestoreBase bounds restore's own steps but for what the
+	// runtime does to take the healthy config up (scenarioRestoreTimeout
+	// adds it, and restoreMargin).
+	scenarioRestoreBase = 60 * time.Second
+	// restoreMargin is what restore leaves of its node's timeout, to return
+	// before it.
+	restoreMargin = 5 * time.Second
 	// networkSettleTimeout is how long a runtime may take to pick up a
 	// change in its CNI config dir.
 	networkSettleTimeout = 20 * time.Second
@@ -102,11 +109,11 @@ func newScenario(ctx SpecContext) *scenario {
 		ID:          id,
 		Description: strings.TrimPrefix(texts[len(texts)-1], "when "),
 		names:       framework.ScenarioNames{RunID: runID, Process: GinkgoParallelProcess(), Seq: scenarioSeq, ID: id},
-		logOffset:   runtime.LogSize(),
+		logOffset:   rt.LogSize(),
 	}
-	sc.Network = sc.names.Network(runtime.WorkDir())
+	sc.Network = sc.names.Network(rt.WorkDir())
 	Expect(os.MkdirAll(sc.Network.IPAMDataDir, 0o755)).To(Succeed())
-	runtime.OwnLink(sc.Network.Bridge)
+	rt.OwnLink(sc.Network.Bridge)
 	// Cleanup runs last-registered first: reclaim (with the fault still in
 	// place), then record the result, then restore the instance.
 	DeferCleanup(sc.restore, NodeTimeout(scenarioRestoreTimeout))
@@ -139,14 +146,14 @@ func podNamespace() string { return framework.PodNamespace(runID) }
 
 // target is where the instance keeps what a leak check counts.
 func (sc *scenario) target() inspect.Target {
-	inv := runtime.Inventory()
+	inv := rt.Inventory()
 	if runScope == nil {
 		runScope = &inspect.Scope{Labels: map[string]string{runtimes.RunIDLabel: runID}, Namespace: podNamespace(),
 			Strict: inv.Shared}
 	}
 	return inspect.Target{
 		Scope:        runScope,
-		CRI:          runtime.CRI(),
+		CRI:          rt.CRI(),
 		NetNSDirs:    inv.NetNSDirs,
 		MountRoots:   inv.MountRoots,
 		IPAMDirs:     []string{sc.Network.IPAMDataDir},
@@ -168,7 +175,7 @@ func (sc *scenario) InstallNetwork(ctx SpecContext, l cniconf.NetworkList) {
 	GinkgoHelper()
 	sc.writeList(ctx, l)
 	Eventually(func(g Gomega) {
-		st, err := runtimes.Network(ctx, runtime)
+		st, err := runtimes.Network(ctx, rt)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(st.Ready).To(BeTrue(), "NetworkReady is false: %s %s (last load: %s)", st.Reason, st.Message, st.LastLoad)
 		g.Expect(st.HoldsNetwork(l.Name)).To(BeTrue(), "the runtime holds another CNI config: %s %v", st.CNIConfig, st.Networks)
@@ -183,9 +190,9 @@ func (sc *scenario) InstallNetwork(ctx SpecContext, l cniconf.NetworkList) {
 func (sc *scenario) InstallNetworkOrRefusal(ctx SpecContext, l cniconf.NetworkList) {
 	GinkgoHelper()
 	sc.writeList(ctx, l)
-	file := filepath.Join(runtime.CNIConfDir(), confFile)
+	file := filepath.Join(rt.CNIConfDir(), confFile)
 	Eventually(func(g Gomega) {
-		st, err := runtimes.Network(ctx, runtime)
+		st, err := runtimes.Network(ctx, rt)
 		g.Expect(err).NotTo(HaveOccurred())
 		if why, refused := st.Refused[file]; refused && !st.Ready {
 			GinkgoWriter.Printf("the runtime refused %s: %s\n", file, why)
@@ -213,10 +220,10 @@ func (sc *scenario) writeList(ctx SpecContext, l cniconf.NetworkList) {
 			sc.expectJournal(f, cniconf.VerbAdd)
 		}
 	}
-	dir := cniconf.ConfDir(runtime.CNIConfDir())
+	dir := cniconf.ConfDir(rt.CNIConfDir())
 	Expect(dir.Clear()).To(Succeed())
 	Expect(dir.WriteList(confFile, l)).To(Succeed())
-	Expect(runtimes.NetworkConfigChanged(ctx, runtime)).To(Succeed(), "the runtime did not take up the new config")
+	Expect(runtimes.NetworkConfigChanged(ctx, rt)).To(Succeed(), "the runtime did not take up the new config")
 }
 
 // InstallMalformed writes content as the only config and waits until the
@@ -225,10 +232,10 @@ func (sc *scenario) InstallMalformed(ctx SpecContext, content []byte) {
 	GinkgoHelper()
 	sc.conflist = content
 	sc.observed = false
-	dir := cniconf.ConfDir(runtime.CNIConfDir())
+	dir := cniconf.ConfDir(rt.CNIConfDir())
 	Expect(dir.Clear()).To(Succeed())
 	Expect(dir.WriteRaw(confFile, content)).To(Succeed())
-	Expect(runtimes.NetworkConfigChanged(ctx, runtime)).To(Succeed(), "the runtime did not take up the new config")
+	Expect(runtimes.NetworkConfigChanged(ctx, rt)).To(Succeed(), "the runtime did not take up the new config")
 	sc.waitNetworkNotReady(ctx)
 	sc.expectNetworkNotReady()
 }
@@ -239,8 +246,8 @@ func (sc *scenario) InstallNoNetwork(ctx SpecContext) {
 	GinkgoHelper()
 	sc.conflist = nil
 	sc.observed = false
-	Expect(cniconf.ConfDir(runtime.CNIConfDir()).Clear()).To(Succeed())
-	Expect(runtimes.NetworkConfigChanged(ctx, runtime)).To(Succeed(), "the runtime did not take up the new config")
+	Expect(cniconf.ConfDir(rt.CNIConfDir()).Clear()).To(Succeed())
+	Expect(runtimes.NetworkConfigChanged(ctx, rt)).To(Succeed(), "the runtime did not take up the new config")
 	sc.waitNetworkNotReady(ctx)
 	sc.expectNetworkNotReady()
 }
@@ -248,7 +255,7 @@ func (sc *scenario) InstallNoNetwork(ctx SpecContext) {
 func (sc *scenario) waitNetworkNotReady(ctx SpecContext) {
 	GinkgoHelper()
 	Eventually(func(g Gomega) {
-		st, err := runtimes.Network(ctx, runtime)
+		st, err := runtimes.Network(ctx, rt)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(st.Ready).To(BeFalse(), "the runtime still reports NetworkReady with %s %v", st.CNIConfig, st.Networks)
 	}).WithContext(ctx).WithTimeout(networkSettleTimeout).WithPolling(pollInterval).Should(Succeed(),
@@ -257,7 +264,7 @@ func (sc *scenario) waitNetworkNotReady(ctx SpecContext) {
 
 // PodConfig is the scenario's pod, traceable to its run and scenario.
 func (sc *scenario) PodConfig() *runtimeapi.PodSandboxConfig {
-	return sc.names.PodConfig(runtime.CgroupParent())
+	return sc.names.PodConfig(rt.CgroupParent())
 }
 
 // RunSandboxE runs the scenario's pod and returns the runtime's error. A
@@ -275,7 +282,7 @@ func (sc *scenario) RunSandboxWithin(ctx SpecContext, d time.Duration) (string, 
 	if sc.runStarted.IsZero() {
 		sc.runStarted = time.Now()
 	}
-	id, err := runtime.CRI().RunPodSandbox(cctx, sc.PodConfig())
+	id, err := rt.CRI().RunPodSandbox(cctx, sc.PodConfig())
 	if err != nil {
 		if sc.runErr == "" {
 			sc.runErr = err.Error()
@@ -287,8 +294,8 @@ func (sc *scenario) RunSandboxWithin(ctx SpecContext, d time.Duration) (string, 
 	}
 	sc.target().Scope.MarkOwn(id)
 	DeferCleanup(func(ctx SpecContext) {
-		_ = runtime.CRI().StopPodSandbox(ctx, id)
-		_ = runtime.CRI().RemovePodSandbox(ctx, id)
+		_ = rt.CRI().StopPodSandbox(ctx, id)
+		_ = rt.CRI().RemovePodSandbox(ctx, id)
 	}, NodeTimeout(2*criCallTimeout))
 	return id, nil
 }
@@ -316,7 +323,7 @@ func (sc *scenario) Leaks(ctx SpecContext) leakReport {
 		return err
 	}
 	Expect(take()).To(Succeed(), "taking the inventory")
-	shared := runtime.Inventory().Shared
+	shared := rt.Inventory().Shared
 	settle := kernelSettle
 	if shared {
 		settle = foreignSettle
@@ -357,34 +364,36 @@ func (sc *scenario) markOwnFromJournal() {
 // way an operator would: restore a working network so that a sandbox stuck
 // on broken CNI can be stopped, remove every sandbox, then clear what the
 // runtime could not. It reports problems but never fails the spec: the
-// verdict was decided before it ran.
-func (sc *scenario) restore(ctx SpecContext) {
+// verdict was decided before it ran. So it asserts nothing, and its steps
+// share a deadline restoreMargin before its node's timeout; a network that
+// did not come back is the next scenario's setup error.
+func (sc *scenario) restore(sctx SpecContext) {
+	ctx, cancel := context.WithTimeout(sctx, scenarioRestoreTimeout-restoreMargin)
+	defer cancel()
 	sc.stopHungPlugins()
 	healthy := cniconf.BridgeList(sc.Network)
 	healthy.Name = sc.Network.Name + "-restore"
-	dir := cniconf.ConfDir(runtime.CNIConfDir())
+	dir := cniconf.ConfDir(rt.CNIConfDir())
 	if err := dir.Clear(); err == nil {
 		_ = dir.WriteList(confFile, healthy)
 	}
-	if err := runtimes.NetworkConfigChanged(ctx, runtime); err != nil {
+	if err := runtimes.NetworkConfigChanged(ctx, rt); err != nil {
 		GinkgoWriter.Printf("restore: the runtime did not take up the healthy network: %v\n", err)
 	}
-	Eventually(func(g Gomega) {
-		st, err := runtimes.Network(ctx, runtime)
-		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(st.HoldsNetwork(healthy.Name)).To(BeTrue())
-	}).WithContext(ctx).WithTimeout(networkSettleTimeout).WithPolling(pollInterval).Should(Succeed())
+	if err := waitNetwork(ctx, healthy.Name); err != nil {
+		GinkgoWriter.Printf("restore: the healthy network did not settle: %v\n", err)
+	}
 	// Only this run's pods: on an external runtime others are not ours.
-	pods, err := runtime.CRI().ListPodSandboxes(ctx)
+	pods, err := rt.CRI().ListPodSandboxes(ctx)
 	if err == nil {
 		for _, p := range pods {
 			if !sc.target().Scope.Owns(p) {
 				continue
 			}
-			if err := runtime.CRI().StopPodSandbox(ctx, p.GetId()); err != nil {
+			if err := rt.CRI().StopPodSandbox(ctx, p.GetId()); err != nil {
 				GinkgoWriter.Printf("restore: stop %s: %v\n", p.GetId(), err)
 			}
-			if err := runtime.CRI().RemovePodSandbox(ctx, p.GetId()); err != nil {
+			if err := rt.CRI().RemovePodSandbox(ctx, p.GetId()); err != nil {
 				GinkgoWriter.Printf("restore: remove %s: %v\n", p.GetId(), err)
 			}
 		}
@@ -411,6 +420,20 @@ func (sc *scenario) restore(ctx SpecContext) {
 	}
 	_ = os.RemoveAll(sc.Network.IPAMDataDir)
 	_ = dir.Clear()
+}
+
+// waitNetwork polls, for up to networkSettleTimeout, until the runtime
+// holds network name. Its failure is returned, never the spec's: a Gomega
+// whose fail handler only keeps the message.
+func waitNetwork(ctx context.Context, name string) error {
+	var failure error
+	quiet := NewGomega(func(message string, _ ...int) { failure = errors.New(message) })
+	quiet.Eventually(func(g Gomega) {
+		st, err := runtimes.Network(ctx, rt)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(st.HoldsNetwork(name)).To(BeTrue(), "the runtime holds network %s: %+v", name, st)
+	}).WithContext(ctx).WithTimeout(networkSettleTimeout).WithPolling(pollInterval).Should(Succeed())
+	return failure
 }
 
 // currentScenarioID reads the "scenario:<id>" label of the running spec.

@@ -28,13 +28,45 @@ import (
 	"github.com/cnifault/cnifault/fixtures/verdict"
 )
 
-// Timeouts of suite-level nodes.
-const (
-	// The margin covers what bring-up does besides the daemon's own start:
-	// the stale-instance sweep, importing the pause image, the version probe.
-	runtimeStartTimeout    = runtimes.StartTimeout + 30*time.Second
-	runtimeTeardownTimeout = runtimes.TeardownTimeout
+// runtimeStartTimeout bounds the suite's BeforeSuite. That node is declared
+// before the flags name the runtime, so it takes the longest start of any
+// runtime; the margin covers what bring-up does besides the adapter's own
+// start: the stale-instance sweep, the version probe, the report entries.
+var runtimeStartTimeout = runtimes.StartTimeout + 30*time.Second
+
+// Node timeouts that derive from the bounds of the runtime under test:
+// setRuntimeTimeouts sets them once the flags name it, before the spec tree
+// is built (PreviewSpecs, RunSpecs), where every node but BeforeSuite reads
+// them.
+var (
+	// runtimeTeardownTimeout bounds the runtime's teardown.
+	runtimeTeardownTimeout time.Duration
+	// runtimeRecoverTimeout bounds killing and restarting the runtime.
+	runtimeRecoverTimeout time.Duration
+	// scenarioSetupTimeout bounds a scenario's setup: baseline, config
+	// install, and what the runtime does to take the config up (CRI-O
+	// restarts).
+	scenarioSetupTimeout time.Duration
+	// scenarioRestoreTimeout bounds returning the instance to a clean state
+	// (restore), which takes up a config as the setup does; restore gives
+	// its own steps restoreMargin less, so that it ends before its node
+	// times out.
+	scenarioRestoreTimeout time.Duration
 )
+
+// setRuntimeTimeouts derives the node timeouts above from the bounds of the
+// runtime the flags name (an external endpoint has its own).
+func setRuntimeTimeouts() {
+	name := ""
+	if tc.Endpoint == "" {
+		name = tc.RuntimeName()
+	}
+	b := runtimes.BoundsOf(name)
+	runtimeTeardownTimeout = b.Teardown
+	runtimeRecoverTimeout = b.Restart
+	scenarioSetupTimeout = scenarioSetupBase + b.ConfigChange
+	scenarioRestoreTimeout = scenarioRestoreBase + b.ConfigChange + restoreMargin
+}
 
 // tc is the run's configuration: cnifault's flags, checked as a whole by
 // TestMain before the suite starts.
@@ -42,11 +74,12 @@ var tc framework.TestContext
 
 func init() { tc.RegisterFlags(flag.CommandLine) }
 
-// runtime is the instance under test in this process; runID is shared by
-// every name this run creates on the node.
+// rt is the runtime under test in this process (named so as not to shadow
+// the standard library's runtime); runID is shared by every name this run
+// creates on the node.
 var (
-	runtime runtimes.Runtime
-	runID   string
+	rt    runtimes.Runtime
+	runID string
 	// exitCode is decided by the report, not by Ginkgo's pass/fail.
 	exitCode = report.ExitHarness
 )
@@ -62,7 +95,12 @@ func init() {
 // the input; only a run that may start reaches the specs.
 func TestMain(m *testing.M) {
 	os.Exit(framework.Main(os.Args[1:], flag.CommandLine, &tc, framework.Suite{
-		Catalog:      previewCatalog,
+		// The node timeouts derive from the runtime the flags name, and
+		// the spec tree (the catalog's preview, then RunSpecs) reads them.
+		Catalog: func() []framework.Entry {
+			setRuntimeTimeouts()
+			return previewCatalog()
+		},
 		Root:         os.Geteuid() == 0,
 		WritesReport: func() bool { return GinkgoParallelProcess() == 1 },
 		Run: func() int {
@@ -114,7 +152,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	var err error
 	if tc.Endpoint != "" {
 		By("checking the runtime at " + tc.Endpoint)
-		runtime, err = runtimes.StartExternal(ctx, runtimes.ExternalOptions{
+		rt, err = runtimes.StartExternal(ctx, runtimes.ExternalOptions{
 			Endpoint:     tc.Endpoint,
 			CNIConfDir:   tc.CNIConfDir,
 			CNIBinDir:    tc.CNIBinDir,
@@ -130,7 +168,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	} else {
 		name := tc.RuntimeName()
 		By("bringing up " + name)
-		runtime, err = runtimes.Start(ctx, runtimes.Options{
+		rt, err = runtimes.Start(ctx, runtimes.Options{
 			Runtime:      name,
 			CacheDir:     tc.CacheDir,
 			WorkDir:      absPath(filepath.Join(tc.WorkDir, filepath.Base(name)+"-"+instance)),
@@ -144,25 +182,25 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 		Expect(err).NotTo(HaveOccurred(), "bringing up %s", name)
 	}
 	DeferCleanup(func(ctx SpecContext) {
-		Expect(runtime.Teardown(ctx)).To(Succeed())
+		Expect(rt.Teardown(ctx)).To(Succeed())
 	}, NodeTimeout(runtimeTeardownTimeout))
 
-	v, err := runtime.CRI().Version(ctx)
+	v, err := rt.CRI().Version(ctx)
 	Expect(err).NotTo(HaveOccurred())
-	managed := runtime.Name()
-	if _, ok := runtime.(runtimes.Controllable); !ok {
+	managed := rt.Name()
+	if _, ok := rt.(runtimes.Controllable); !ok {
 		managed = ""
 	}
 	AddReportEntry(runtimeEntry, report.Runtime{
 		Name:       v.GetRuntimeName(),
 		Version:    v.GetRuntimeVersion(),
 		CRIVersion: v.GetRuntimeApiVersion(),
-		Endpoint:   runtime.Endpoint(),
+		Endpoint:   rt.Endpoint(),
 		Managed:    managed,
-		Details:    runtime.Details(),
+		Details:    rt.Details(),
 	}, ReportEntryVisibilityNever)
 	// Read now: teardown removes an instance's bin dir.
-	AddReportEntry(pluginsEntry, report.PluginVersions(runtime.CNIBinDir(),
+	AddReportEntry(pluginsEntry, report.PluginVersions(rt.CNIBinDir(),
 		"bridge", "host-local", "loopback", "portmap", cniconf.FaultPluginType), ReportEntryVisibilityNever)
 }, NodeTimeout(runtimeStartTimeout))
 

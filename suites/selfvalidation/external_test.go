@@ -24,6 +24,7 @@ import (
 
 	"github.com/cnifault/cnifault/cniconf"
 	"github.com/cnifault/cnifault/fixtures/containerd"
+	"github.com/cnifault/cnifault/fixtures/daemon"
 	"github.com/cnifault/cnifault/fixtures/image"
 	"github.com/cnifault/cnifault/fixtures/report"
 	"github.com/cnifault/cnifault/fixtures/runtimes"
@@ -217,7 +218,7 @@ var _ = Describe("External endpoint mode", Label("external"), Ordered, func() {
 			expectNoResidue(ctx, before, "the node after external mode and the stand-in's teardown")
 		}, NodeTimeout(residueSettle+time.Minute))
 		var err error
-		node, err = containerd.Start(ctx, containerd.Options{
+		node, err = containerd.Start(ctx, containerd.Options{Options: daemon.Options{
 			Name:         "node-containerd",
 			BinDir:       filepath.Join(containerd.DefaultCacheDir(), "containerd-"+containerd.Containerd24Version, "bin"),
 			WorkDir:      filepath.Join(repoRoot, "_output", "work-node", fmt.Sprint(os.Getpid())),
@@ -225,7 +226,7 @@ var _ = Describe("External endpoint mode", Label("external"), Ordered, func() {
 			CNIPluginDir: filepath.Join(repoRoot, "_output", "cni", "bin"),
 			PauseBinary:  filepath.Join(repoRoot, "_output", "bin", "cnifault-pause"),
 			Log:          GinkgoWriter,
-		})
+		}})
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(func(ctx SpecContext) {
 			Expect(node.Teardown(ctx)).To(Succeed())

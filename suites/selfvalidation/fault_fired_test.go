@@ -11,6 +11,7 @@ import (
 
 	"github.com/cnifault/cnifault/cniconf"
 	"github.com/cnifault/cnifault/fixtures/containerd"
+	"github.com/cnifault/cnifault/fixtures/daemon"
 	"github.com/cnifault/cnifault/fixtures/image"
 	"github.com/cnifault/cnifault/fixtures/report"
 )
@@ -30,16 +31,18 @@ var _ = Describe("A fault scenario whose fault never fires", Label("fault-fired"
 		binDir, _, err := containerd.ResolveBinDir(containerd.Containerd16, "")
 		Expect(err).NotTo(HaveOccurred())
 		node, err := containerd.Start(ctx, containerd.Options{
-			Name:         "node-containerd-no-image",
-			BinDir:       binDir,
-			WorkDir:      filepath.Join(repoRoot, "_output", "work-node", fmt.Sprintf("no-image-%d", pid)),
-			StateDir:     fmt.Sprintf("/run/cnifault/noimg-%d", pid),
-			CNIPluginDir: filepath.Join(repoRoot, "_output", "cni", "bin"),
-			PauseBinary:  filepath.Join(repoRoot, "_output", "bin", "cnifault-pause"),
+			Options: daemon.Options{
+				Name:         "node-containerd-no-image",
+				BinDir:       binDir,
+				WorkDir:      filepath.Join(repoRoot, "_output", "work-node", fmt.Sprintf("no-image-%d", pid)),
+				StateDir:     fmt.Sprintf("/run/cnifault/noimg-%d", pid),
+				CNIPluginDir: filepath.Join(repoRoot, "_output", "cni", "bin"),
+				PauseBinary:  filepath.Join(repoRoot, "_output", "bin", "cnifault-pause"),
+				Log:          GinkgoWriter,
+			},
 			// Its config names an image it does not have; the pause image
 			// it imports is what the harness is told, so preflight passes.
 			SandboxImage: "localhost/cnifault/absent:v1",
-			Log:          GinkgoWriter,
 		})
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(func(ctx SpecContext) {
