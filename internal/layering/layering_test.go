@@ -41,14 +41,18 @@ var allowed = map[string][]string{
 	"fixtures/framework": {"cniconf", "fixtures/runtimes", "fixtures/report"},
 	// Verdicts and the report know the inventory's and the journal's data,
 	// never a runtime.
-	"fixtures/verdict":  {"cniconf", "fixtures/inspect", "fixtures/report"},
+	"fixtures/verdict": {"cniconf", "fixtures/inspect", "fixtures/report"},
+	// One scenario's life on the runtime, without Ginkgo: it knows the
+	// runtime through fixtures/runtimes, as the suite does.
+	"fixtures/scenario": {"cniconf", "fixtures/framework", "fixtures/runtimes", "fixtures/inspect", "fixtures/host",
+		"fixtures/report", "fixtures/verdict"},
 	"internal/testenv":  {"fixtures/host"},
 	"internal/layering": {},
 	"internal/deps":     {},
 	"cmd/cnifault-soak": {"fixtures/report"},
 	// The conformance suite knows runtimes only through fixtures/runtimes.
-	"suites/cni": {"cniconf", "fixtures/framework", "fixtures/verdict", "fixtures/runtimes", "fixtures/inspect",
-		"fixtures/host", "fixtures/cri", "fixtures/report"},
+	"suites/cni": {"cniconf", "fixtures/framework", "fixtures/verdict", "fixtures/scenario", "fixtures/runtimes",
+		"fixtures/inspect", "fixtures/host", "fixtures/cri", "fixtures/report"},
 }
 
 // Packages that may import anything but suites: the self-validation starts

@@ -4,16 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
 	"github.com/onsi/ginkgo/v2/reporters"
 	"github.com/onsi/ginkgo/v2/types"
 
-	"github.com/cnifault/cnifault/cniconf"
-	"github.com/cnifault/cnifault/fixtures/host"
 	"github.com/cnifault/cnifault/fixtures/report"
 	"github.com/cnifault/cnifault/fixtures/verdict"
 )
@@ -30,55 +25,14 @@ const (
 // record adds the scenario's result to the spec report, with diagnostics
 // when the spec did not pass. It runs after the spec, before restore.
 func (sc *scenario) record() {
-	res := verdict.Observation{ID: sc.ID, Description: sc.Description, RunError: sc.runErr,
-		Leaks: sc.leaks, Reclaim: sc.reclaimState, ReclaimLeaks: sc.reclaimLeaks, ReclaimError: sc.reclaimErr,
-		DelAfterFailedAdd: sc.delAfterAdd, FaultsFired: sc.faultsFired()}.Scenario()
-	if entries, err := cniconf.ReadJournal(sc.journalPath()); err == nil {
-		for _, e := range entries {
-			GinkgoWriter.Printf("cni-fault: %s %-6s %s action=%s step=%d pid=%d\n",
-				e.Time.Format("15:04:05.000"), e.Verb, report.Short(e.ContainerID), e.Action, e.Step, e.PID)
-		}
+	res := sc.Observation()
+	for _, line := range sc.JournalLines() {
+		GinkgoWriter.Println(line)
 	}
 	if CurrentSpecReport().Failed() && tc.ReportDir != "" {
-		res.Artifacts = sc.collectDiagnostics()
+		res.Artifacts = sc.CollectDiagnostics(tc.ReportDir)
 	}
 	AddReportEntry(scenarioEntry, res, ReportEntryVisibilityNever)
-}
-
-// collectDiagnostics writes what a reader needs to understand a fail or an
-// error: the runtime log since the scenario began, the conflist, the links,
-// the instance's mounts and both inventories.
-func (sc *scenario) collectDiagnostics() string {
-	rel := filepath.Join("artifacts", sc.ID)
-	dir := filepath.Join(tc.ReportDir, rel)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return ""
-	}
-	write := func(name string, content []byte) {
-		_ = os.WriteFile(filepath.Join(dir, name), content, 0o644)
-	}
-	write("runtime.log", []byte(rt.LogSince(sc.logOffset)))
-	if sc.conflist != nil {
-		write(confFile, sc.conflist)
-	}
-	if journal, err := os.ReadFile(sc.journalPath()); err == nil {
-		write("fault-journal.jsonl", journal)
-	}
-	links, _ := exec.Command("ip", "-d", "link", "show").CombinedOutput()
-	write("ip-link.txt", links)
-	var lines []string
-	if ms, err := host.MountsUnder(rt.Inventory().MountRoots...); err == nil {
-		for _, m := range ms {
-			lines = append(lines, m.Line)
-		}
-	}
-	write("mountinfo.txt", []byte(strings.Join(lines, "\n")+"\n"))
-	for name, snap := range map[string]any{"inventory-before.json": sc.baseline, "inventory-after.json": sc.after,
-		"inventory-after-reclaim.json": sc.afterReclaim} {
-		raw, _ := json.MarshalIndent(snap, "", "  ")
-		write(name, raw)
-	}
-	return rel
 }
 
 // The report is built, published and turned into the exit status by

@@ -32,7 +32,7 @@ var _ = Describe("RunPodSandbox", func() {
 		It("leaves nothing once restarted and the pod is stopped and removed", func(ctx SpecContext) {
 			By("running a pod sandbox whose ADD hangs")
 			sc.takeBaseline(ctx)
-			sc.runStarted = time.Now()
+			sc.RunStarted = time.Now()
 			done := make(chan error, 1)
 			go func() {
 				defer GinkgoRecover()
@@ -47,14 +47,14 @@ var _ = Describe("RunPodSandbox", func() {
 			Expect(ctl.Crash(ctx)).To(Succeed())
 			var err error
 			Eventually(done).WithContext(ctx).Should(Receive(&err))
-			sc.runErr = err.Error()
+			sc.RunErr = err.Error()
 			sc.stopHungPlugins()
 
 			By("restarting the runtime")
 			Expect(ctl.Restart(ctx)).To(Succeed())
 
 			By("stopping and removing every sandbox the dead call left, as kubelet does")
-			if err := sc.stopAndRemoveLeftovers(ctx); err != nil {
+			if err := sc.StopAndRemoveLeftovers(ctx); err != nil {
 				GinkgoWriter.Printf("stop/remove after restart: %v\n", err)
 			}
 
