@@ -6,6 +6,7 @@
 //	                                  → host, cri, image (the leaves)
 //	suites → inspect (→ host, cri), report, cniconf
 //	suites → verdict → inspect, report, cniconf
+//	suites → scenario → framework, runtimes, inspect, host, verdict, report, cniconf
 //	cmd/cni-fault → cniconf only
 //
 // The adapters know nothing of inventories, reports or CNI configs: what
