@@ -3,8 +3,9 @@
 # each step checks before it acts, so re-running costs seconds.
 #
 #   hack/deps.sh                  everything: every managed runtime and the tests (make test)
-#   hack/deps.sh RUNTIME...       what those runtimes need (make e2e RUNTIME=...): containerd-1.6,
-#                                 containerd-2.4, crio-1.34, or a containerd bin dir
+#   hack/deps.sh RUNTIME...       what those runtimes need (make e2e RUNTIME=...): a managed
+#                                 containerd line (hack/containerd-lines.txt), crio-1.34,
+#                                 or a containerd bin dir
 #   hack/deps.sh --list [RUNTIME...]   print the Debian packages and builds chosen, change nothing
 #
 # What is installed comes from hack/programs.txt, the one list of every
@@ -12,7 +13,9 @@
 #
 # Built artefacts that take minutes are cached outside the clone, keyed by
 # version, so a fresh CI clone on the same node reuses them:
-#   $CNIFAULT_CACHE/containerd-v2.4.2/bin   containerd 2.4.2 built from its module
+#   $CNIFAULT_CACHE/containerd-<tag>/bin    each managed containerd line built from its
+#                                           module (cmd/cnifault-build, inside a copy of the
+#                                           module's own source tree)
 #   $CNIFAULT_CACHE/cni-plugins-<ver>/      reference CNI plugins from go.mod's pin
 #   $CNIFAULT_CACHE/crio-v1.34.0/bin        crio and pinns (hack/build-crio.sh)
 #
@@ -24,8 +27,15 @@ cd "$(dirname "$0")/.."
 
 CACHE="${CNIFAULT_CACHE:-${HOME:-/root}/.cache/cnifault}"
 OUT="${OUTPUT_DIR:-_output}"
-CONTAINERD_VERSION="${CONTAINERD_VERSION:-v2.4.2}"
-MANAGED=(containerd-1.6 containerd-2.4 crio-1.34)
+# The managed containerd lines: name and tag ("apt" for Debian's package).
+declare -A LINE_TAG=()
+LINES=()
+while read -r name tag _; do
+  [[ -z $name || $name == \#* ]] && continue
+  LINE_TAG[$name]=$tag
+  LINES+=("$name")
+done <hack/containerd-lines.txt
+MANAGED=("${LINES[@]}" crio-1.34)
 
 log() { printf '[deps] %s\n' "$*"; }
 die() { echo "hack/deps.sh: $*" >&2; exit 2; }
@@ -38,8 +48,10 @@ wanted=()
 for r in "$@"; do
   case "$r" in
     /*|./*|../*) wanted+=(containerd) ;;
-    containerd-1.6|containerd-2.4|crio-1.34) wanted+=("$r") ;;
-    *) die "unknown runtime $r (one of ${MANAGED[*]}, or a containerd bin dir)" ;;
+    crio-1.34) wanted+=("$r") ;;
+    *)
+      [[ -n ${LINE_TAG[$r]:-} ]] && { wanted+=("$r"); continue; }
+      die "unknown runtime $r (one of ${MANAGED[*]}, or a containerd bin dir)" ;;
   esac
 done
 
@@ -68,9 +80,23 @@ sources=$(chosen)
 apt_packages=($(sed -n 's/^apt://p' <<<"$sources"))
 needs_build() { grep -qx "build:$1" <<<"$sources"; }
 
+# The containerd tags to build: those of the wanted lines, or of every line.
+containerd_tags=()
+if needs_build containerd; then
+  for line in "${LINES[@]}"; do
+    tag=${LINE_TAG[$line]}
+    [[ $tag == apt ]] && continue
+    if ((${#wanted[@]} == 0)) || [[ " ${wanted[*]} " == *" $line "* ]]; then
+      containerd_tags+=("$tag")
+    fi
+  done
+fi
+
 if ((list)); then
   echo "apt: ${apt_packages[*]}"
-  echo "build: $(sed -n 's/^build://p' <<<"$sources" | tr '\n' ' ' | sed 's/ $//')"
+  builds=$(sed -n 's/^build://p' <<<"$sources" | grep -vx containerd | tr '\n' ' ')
+  for tag in "${containerd_tags[@]}"; do builds+="containerd@$tag "; done
+  echo "build: ${builds% }"
   exit 0
 fi
 
@@ -119,20 +145,22 @@ if needs_build cni-plugins; then
   built+=("CNI plugins $plugins_version")
 fi
 
-# containerd from its module, for the containerd-2.4 managed runtime.
-if needs_build containerd; then
-  ctrd_cache="$CACHE/containerd-$CONTAINERD_VERSION/bin"
-  if [[ ! -x "$ctrd_cache/containerd" || ! -x "$ctrd_cache/containerd-shim-runc-v2" || ! -x "$ctrd_cache/ctr" ]]; then
-    log "building containerd $CONTAINERD_VERSION from source (about 4 minutes on 2 cores; cached in $ctrd_cache)"
-    rm -rf "$ctrd_cache.tmp" && mkdir -p "$ctrd_cache.tmp"
-    # Outside the project module, so containerd's own go.mod decides its deps.
-    (cd / && GOBIN="$ctrd_cache.tmp" GOFLAGS=-mod=mod go install \
-      "github.com/containerd/containerd/v2/cmd/containerd@$CONTAINERD_VERSION" \
-      "github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2@$CONTAINERD_VERSION" \
-      "github.com/containerd/containerd/v2/cmd/ctr@$CONTAINERD_VERSION")
-    rm -rf "$ctrd_cache" && mv "$ctrd_cache.tmp" "$ctrd_cache"
+# containerd from its module, for each managed line wanted. The builder is
+# Go (fixtures/containerd Build), shared with `cnifault bisect`, so that one
+# cache serves both.
+if ((${#containerd_tags[@]})); then
+  missing_tags=()
+  for tag in "${containerd_tags[@]}"; do
+    dir="$CACHE/containerd-$tag/bin"
+    [[ -x $dir/containerd && -x $dir/containerd-shim-runc-v2 && -x $dir/ctr ]] || missing_tags+=("$tag")
+  done
+  if ((${#missing_tags[@]})); then
+    log "building containerd ${missing_tags[*]} from source (about 4 minutes each on 2 cores)"
+    if ! CNIFAULT_CACHE="$CACHE" go run ./cmd/cnifault-build "${missing_tags[@]}" >/dev/null; then
+      die "building containerd ${missing_tags[*]} failed"
+    fi
   fi
-  built+=("containerd $CONTAINERD_VERSION")
+  for tag in "${containerd_tags[@]}"; do built+=("containerd $tag"); done
 fi
 
 # CRI-O from its module, for the crio-1.34 managed runtime.

@@ -97,11 +97,12 @@ func TestDepsChoosesWhatTheRuntimeNeeds(t *testing.T) {
 		apt, notApt     []string
 		build, notBuilt []string
 	}{
-		{[]string{"containerd-2.4"}, []string{"runc", "nftables", "iptables"}, []string{"conmon", "skopeo", "containerd"}, []string{"containerd", "cni-plugins"}, []string{"crio"}},
-		{[]string{"containerd-1.6"}, []string{"containerd", "runc", "nftables"}, []string{"conmon"}, []string{"cni-plugins"}, []string{"crio", "containerd"}},
-		{[]string{"crio-1.34"}, []string{"conmon", "skopeo", "runc", "nftables", "gcc"}, []string{"containerd"}, []string{"crio", "cni-plugins"}, []string{"containerd"}},
-		{[]string{"/opt/vendor/bin"}, []string{"runc", "nftables"}, []string{"containerd", "conmon"}, []string{"cni-plugins"}, []string{"crio", "containerd"}},
-		{nil, []string{"containerd", "conmon", "skopeo", "nftables", "util-linux"}, nil, []string{"containerd", "crio", "cni-plugins"}, nil},
+		{[]string{"containerd-2.4"}, []string{"runc", "nftables", "iptables"}, []string{"conmon", "skopeo", "containerd"}, []string{"containerd@v2.4.2", "cni-plugins"}, []string{"crio", "containerd@v1.7.35"}},
+		{[]string{"containerd-1.7"}, []string{"runc", "nftables"}, []string{"conmon", "containerd"}, []string{"containerd@v1.7.35", "cni-plugins"}, []string{"crio", "containerd@v2.4.2"}},
+		{[]string{"containerd-1.6"}, []string{"containerd", "runc", "nftables"}, []string{"conmon"}, []string{"cni-plugins"}, []string{"crio", "containerd@v2.4.2"}},
+		{[]string{"crio-1.34"}, []string{"conmon", "skopeo", "runc", "nftables", "gcc"}, []string{"containerd"}, []string{"crio", "cni-plugins"}, []string{"containerd@v2.4.2"}},
+		{[]string{"/opt/vendor/bin"}, []string{"runc", "nftables"}, []string{"containerd", "conmon"}, []string{"cni-plugins"}, []string{"crio", "containerd@v2.4.2"}},
+		{nil, []string{"containerd", "conmon", "skopeo", "nftables", "util-linux"}, nil, []string{"containerd@v1.7.35", "containerd@v2.0.14", "containerd@v2.4.2", "crio", "cni-plugins"}, nil},
 	}
 	for _, c := range cases {
 		apt, build := list(c.runtimes...)

@@ -150,6 +150,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 
 	instance := fmt.Sprintf("%s-p%d", runID, GinkgoParallelProcess())
 	var err error
+	bringUp := time.Now()
 	if tc.Endpoint != "" {
 		By("checking the runtime at " + tc.Endpoint)
 		rt, err = runtimes.StartExternal(ctx, runtimes.ExternalOptions{
@@ -198,6 +199,8 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 		Endpoint:   rt.Endpoint(),
 		Managed:    managed,
 		Details:    rt.Details(),
+		// Measured, for the benchmark: never asserted on.
+		BringUpSeconds: time.Since(bringUp).Round(time.Millisecond).Seconds(),
 	}, ReportEntryVisibilityNever)
 	// Read now: teardown removes an instance's bin dir.
 	AddReportEntry(pluginsEntry, report.PluginVersions(rt.CNIBinDir(),
