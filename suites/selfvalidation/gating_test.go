@@ -115,23 +115,39 @@ var _ = Describe("A CI gate with known failures", Label("gating"), func() {
 })
 
 var _ = Describe("A containerd build that is none of the named runtimes", Label("any-build"), func() {
-	It("is brought up from its bin dir, its config version detected from the binary", func(ctx SpecContext) {
-		// A vendor's build in a dir of its own: here the 2.4.2 binaries
-		// copied elsewhere, so nothing but the path tells the harness.
-		dir := GinkgoT().TempDir()
-		src := filepath.Join(containerd.DefaultCacheDir(), "containerd-"+containerd.Containerd24Version, "bin")
-		for _, b := range []string{"containerd", "containerd-shim-runc-v2", "ctr"} {
-			raw, err := os.ReadFile(filepath.Join(src, b))
-			Expect(err).NotTo(HaveOccurred())
-			Expect(os.WriteFile(filepath.Join(dir, b), raw, 0o755)).To(Succeed())
-		}
-		r := runGatedOn(ctx, "", "any-build", "--containerd-bin-dir", dir, "-ginkgo.label-filter=control")
-		Expect(r.ExitCode).To(Equal(report.ExitPass), r.Output)
-		Expect(r.Report.Runtime.Managed).To(Equal("containerd@" + dir))
-		Expect(r.Report.Runtime.Version).To(HavePrefix("2.4.2"))
-		Expect(r.Report.Runtime.Details).To(HaveKeyWithValue("config_version", "3"))
-		Expect(r.Report.Scenario("healthy-network").Verdict).To(Equal(report.Pass))
-	}, SpecTimeout(suiteRunTimeout))
+	// A vendor's build in a dir of its own: a managed line's binaries
+	// copied elsewhere, so nothing but the path tells the harness. One line
+	// per config schema its `config default` prints (2, 3, 4): the whole
+	// catalog must come to the verdicts pinned for that line.
+	DescribeTable("is brought up from its bin dir, its config derived from the binary, and judged as its line",
+		func(ctx SpecContext, line, version, schema string) {
+			l, ok := containerd.LineOf(line)
+			Expect(ok).To(BeTrue())
+			dir := GinkgoT().TempDir()
+			src := containerd.CachedBinDir(containerd.DefaultCacheDir(), l.Version)
+			for _, b := range []string{"containerd", "containerd-shim-runc-v2", "ctr"} {
+				raw, err := os.ReadFile(filepath.Join(src, b))
+				Expect(err).NotTo(HaveOccurred())
+				Expect(os.WriteFile(filepath.Join(dir, b), raw, 0o755)).To(Succeed())
+			}
+			r := runGatedOn(ctx, "", "any-build-"+line, "--containerd-bin-dir", dir)
+			Expect(r.Report).NotTo(BeNil(), "the run did not get to verdicts:\n%s", r.Output)
+			Expect(r.Report.Runtime.Managed).To(Equal("containerd@" + dir))
+			Expect(r.Report.Runtime.Version).To(HavePrefix(version))
+			Expect(r.Report.Runtime.Details).To(HaveKeyWithValue("config_version", schema))
+			Expect(r.Report.Scenarios).To(HaveLen(len(expected[line])), r.Output)
+			for id, want := range expected[line] {
+				s := r.Report.Scenario(id)
+				Expect(s).NotTo(BeNil(), id)
+				Expect(s.Verdict).To(Equal(want.verdict), "%s (%s)", id, want.why)
+				Expect(report.LeakKinds(s.Leaks)).To(Equal(want.leaks), id)
+			}
+			Expect(r.ExitCode).To(Equal(report.ExitFail), r.Output)
+		},
+		Entry("1.7.35 (schema 2)", "containerd-1.7", "1.7.35", "2", SpecTimeout(suiteRunTimeout)),
+		Entry("2.0.14 (schema 3)", "containerd-2.0", "2.0.14", "3", SpecTimeout(suiteRunTimeout)),
+		Entry("2.4.2 (schema 4)", "containerd-2.4", "2.4.2", "4", SpecTimeout(suiteRunTimeout)),
+	)
 })
 
 // runGate runs hack/gate.sh, CI's gate command, as CI does, and returns its

@@ -41,6 +41,10 @@ type expectation struct {
 var expected = map[string]map[string]expectation{
 	"containerd-1.6": containerd16,
 	"containerd-1.7": containerd17,
+	"containerd-2.0": containerd24,
+	"containerd-2.1": containerd24,
+	"containerd-2.2": containerd24,
+	"containerd-2.3": containerd24,
 	"containerd-2.4": containerd24,
 	"crio-1.34":      crio134,
 }
@@ -99,6 +103,17 @@ func with(base, changed map[string]expectation) map[string]expectation {
 	return out
 }
 
+// containerd24 holds for every 2.x line (2.0.14, 2.1.9, 2.2.9, 2.3.7 and
+// 2.4.2): internal/cri/server/sandbox_run.go has, at each of these tags,
+// the fix for the no-CNI-config leak in RunPodSandbox's defers (the
+// CNIResult == nil test quoted in ../shared/reference; proposed for main in
+// https://github.com/containerd/containerd/pull/10800 and taken by
+// release/1.6 in https://github.com/containerd/containerd/pull/10778), and
+// internal/cri/server/sandbox_run.go and sandbox_stop.go take the same paths
+// at each of these tags for every scenario of the catalog. The DEL-fails
+// leak of host-local's address is open upstream on every line
+// (https://github.com/containerd/containerd/issues/12130; the proposed fix,
+// https://github.com/containerd/containerd/pull/12132, is unmerged).
 var containerd24 = map[string]expectation{
 	"healthy-network": {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
 	"no-cni-config": {verdict: report.Pass, reclaim: report.ReclaimNotNeeded,
@@ -159,6 +174,14 @@ var crio134 = map[string]expectation{
 		"sandbox_network.go networkStart gives ADD a context 5 minutes beyond the client's deadline (so that kubelet's retry can pick the sandbox up, server/utils.go getResourceOrWait): the netns pin, its veth, the address and the shm mount stay while ADD hangs; the sandbox is not Created, so sandbox_list.go ListPodSandbox hides it from kubelet's Stop/Remove, and DEL comes only once ADD returns"},
 	"runtime-killed-mid-add": {report.Fail, []string{"ip", "link", "netns"}, report.ReclaimStuck,
 		"the sandbox's config.json is saved after networkStart (sandbox_run_linux.go SaveToFile), so the restarted daemon cannot LoadSandbox it (server/server.go restore): it deletes the storage container (containers/storage DeleteContainer unmounts the shm) but calls networkStop only for sandboxes it loaded, and CNI GC has no cached result to DEL; the netns pin, its veth and the address stay, and no sandbox is listed to reclaim them"},
+}
+
+// managedRuntimes are every managed runtime, in the README matrix's order,
+// with the version each must report.
+var managedRuntimes = []struct{ name, version string }{
+	{"containerd-1.6", "1.6.20"}, {"containerd-1.7", "1.7.35"}, {"containerd-2.0", "2.0.14"},
+	{"containerd-2.1", "2.1.9"}, {"containerd-2.2", "2.2.9"}, {"containerd-2.3", "2.3.7"},
+	{"containerd-2.4", "2.4.2"}, {"crio-1.34", "1.34.0"},
 }
 
 // runtimeNames are the CRI runtime names of the managed runtimes that are
@@ -267,9 +290,9 @@ var _ = Describe("cnifault", Ordered, ContinueOnFailure, func() {
 		residue = takeNodeState()
 	})
 
-	describeRuntime("containerd-1.6", "1.6.20", report.ExitFail)
-	describeRuntime("containerd-2.4", "2.4.2", report.ExitFail)
-	describeRuntime("crio-1.34", "1.34.0", report.ExitFail)
+	for _, rt := range managedRuntimes {
+		describeRuntime(rt.name, rt.version, report.ExitFail)
+	}
 
 	It("reports no-cni-config's error and stuck reclaim on 1.6 with the runtime's words", func() {
 		r, err := report.Read(filepath.Join(reportDirOf("containerd-1.6"), "report.json"))
@@ -292,8 +315,8 @@ var _ = Describe("cnifault", Ordered, ContinueOnFailure, func() {
 
 	It("finds the README's verdict matrix up to date with these reports", func() {
 		var reports []*report.Report
-		for _, rt := range []string{"containerd-1.6", "containerd-2.4", "crio-1.34"} {
-			r, err := report.Read(filepath.Join(reportDirOf(rt), "report.json"))
+		for _, rt := range managedRuntimes {
+			r, err := report.Read(filepath.Join(reportDirOf(rt.name), "report.json"))
 			Expect(err).NotTo(HaveOccurred())
 			reports = append(reports, r)
 		}
