@@ -68,6 +68,19 @@ RUNTIMES ?= containerd-1.6 containerd-2.4 crio-1.34
 soak:
 	N='$(N)' RUNTIMES='$(RUNTIMES)' bash hack/soak.sh
 
+# The first containerd tag between GOOD and BAD at which SCENARIO's verdict
+# or leaked kinds change (cnifault bisect), each tag run with the gate's
+# flags: make bisect SCENARIO=no-cni-config GOOD=v1.7.18 BAD=v1.7.35.
+# deps gets what any containerd build needs (a bin dir given to deps.sh
+# stands for one: here GOOD's, which the bisect builds into the cache).
+.PHONY: bisect
+bisect: build
+	bash hack/deps.sh "$${CNIFAULT_CACHE:-$$HOME/.cache/cnifault}/containerd-$(GOOD)/bin"
+	exec $(BIN)/cnifault bisect --scenario '$(SCENARIO)' --good '$(GOOD)' --bad '$(BAD)' \
+	  --report-dir $(OUT)/bisect/$(SCENARIO) --work-dir $(OUT)/work --cni-plugin-dir $(OUT)/cni/bin \
+	  --pause-binary $(BIN)/cnifault-pause --fault-plugin $(BIN)/cni-fault --runc-wrapper $(BIN)/cnifault-runc-wrapper \
+	  -- -ginkgo.fail-on-empty -ginkgo.timeout=20m $(GINKGO_FLAGS)
+
 vet:
 	$(GO) vet ./...
 

@@ -38,7 +38,12 @@ var allowed = map[string][]string{
 	"fixtures/crio":       {"fixtures/daemon", "fixtures/host", "fixtures/cri", "fixtures/image"},
 	"fixtures/runtimes": {"cniconf", "fixtures/containerd", "fixtures/crio", "fixtures/daemon", "fixtures/host",
 		"fixtures/cri", "fixtures/image", "fixtures/inspect", "fixtures/report"},
-	"fixtures/framework": {"cniconf", "fixtures/runtimes", "fixtures/report"},
+	// cnifault bisect builds containerd tags itself (containerd.Build):
+	// no runtime is brought up by the command, only by the runs it starts.
+	"fixtures/framework": {"cniconf", "fixtures/runtimes", "fixtures/report", "fixtures/bisect", "fixtures/containerd"},
+	// The search over containerd's tags: it knows the report it reads, and
+	// the cnifault binary only as a program to run.
+	"fixtures/bisect": {"fixtures/report"},
 	// Verdicts and the report know the inventory's and the journal's data,
 	// never a runtime.
 	"fixtures/verdict": {"cniconf", "fixtures/inspect", "fixtures/report"},
