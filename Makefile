@@ -1,5 +1,6 @@
 # cnifault: CNI fault-injection conformance for container runtimes.
 #   make e2e [RUNTIME=containerd-1.6|containerd-2.4|crio-1.34|/path/to/containerd/bin]
+#   make matrix [RUNTIMES="containerd-1.6 crio-1.34 /path/to/containerd/bin"] [JOBS=N]
 #   make test
 # Both need root on Debian 12; `make deps` installs and builds what they use.
 
@@ -19,13 +20,14 @@ KNOWN_FAILURES ?=
 # the self-validation, which executes the compiled suite binary.
 UNIT_PKGS = ./cniconf/... ./fixtures/... ./cmd/... ./internal/...
 
-.PHONY: all deps build e2e test unit selfvalidate vet clean verdict-table soak
+.PHONY: all deps build e2e matrix test unit selfvalidate vet clean verdict-table soak
 
 all: build
 
 # `make deps` installs everything (what `make test` needs); with RUNTIME
-# given, or for `make e2e`, only what that runtime needs (hack/programs.txt).
-DEPS_RUNTIMES = $(if $(filter test unit selfvalidate,$(MAKECMDGOALS)),,$(if $(or $(filter-out file,$(origin RUNTIME)),$(filter e2e,$(MAKECMDGOALS))),$(RUNTIME)))
+# given, or for `make e2e`, only what that runtime needs (hack/programs.txt);
+# for `make matrix`, what RUNTIMES need, and everything without RUNTIMES.
+DEPS_RUNTIMES = $(if $(filter test unit selfvalidate,$(MAKECMDGOALS)),,$(if $(filter matrix,$(MAKECMDGOALS)),$(RUNTIMES),$(if $(or $(filter-out file,$(origin RUNTIME)),$(filter e2e,$(MAKECMDGOALS))),$(RUNTIME))))
 
 deps:
 	bash hack/deps.sh $(DEPS_RUNTIMES)
@@ -59,12 +61,26 @@ $(BIN)/cnifault: FORCE
 e2e: deps build
 	exec env CNIFAULT_GATE_PREPARED=1 RUNTIME='$(RUNTIME)' REPORT_DIR='$(REPORT_DIR)' KNOWN_FAILURES='$(KNOWN_FAILURES)' bash hack/gate.sh $(GINKGO_FLAGS)
 
+# The catalog on several runtimes side by side (at most JOBS at once, each
+# its own instance) into one scenario × runtime matrix (hack/matrix.sh,
+# `cnifault matrix`): each runtime's reports and run.log under
+# MATRIX_DIR/<runtime>/, and MATRIX_DIR/matrix.md, .html and .json. Without
+# RUNTIMES every managed runtime (cnifault's list); JOBS defaults to the
+# core count. Each run gets the gate's flags, KNOWN_FAILURES and GINKGO_FLAGS.
+RUNTIMES ?=
+JOBS ?=
+MATRIX_DIR ?= $(OUT)/matrix
+matrix: deps build
+	exec env CNIFAULT_GATE_PREPARED=1 RUNTIMES='$(RUNTIMES)' JOBS='$(JOBS)' MATRIX_DIR='$(MATRIX_DIR)' KNOWN_FAILURES='$(KNOWN_FAILURES)' bash hack/matrix.sh $(GINKGO_FLAGS)
+
 test: deps build vet unit selfvalidate
 
 # Repeatability: the whole catalog N times on each of RUNTIMES, reporting any
 # scenario whose verdict or leaked kinds changed between runs (hack/soak.sh).
+# RUNTIMES is shared with `make matrix`, whose default (every managed
+# runtime) differs: left empty, soak takes hack/soak.sh's own default,
+# containerd-1.6 containerd-2.4 crio-1.34.
 N ?= 3
-RUNTIMES ?= containerd-1.6 containerd-2.4 crio-1.34
 soak:
 	N='$(N)' RUNTIMES='$(RUNTIMES)' bash hack/soak.sh
 
@@ -99,11 +115,12 @@ unit:
 selfvalidate:
 	CNIFAULT_REQUIRE=1 CNIFAULT_SUITE_BINARY=$(BIN)/cnifault $(GO) test -count=1 -timeout 30m ./suites/selfvalidation
 
-# The README's verdict matrix, from the reports of the managed runtimes
-# (run `make e2e` for each, or `make test`, first).
-VERDICT_REPORTS = $(OUT)/reports/containerd-1.6/report.json $(OUT)/reports/containerd-2.4/report.json $(OUT)/reports/crio-1.34/report.json
+# The README's verdict matrix, from the reports `make matrix` wrote: every
+# MATRIX_DIR/*/report.json, one column each in the order of their dir names.
+# Run `make matrix` (every managed runtime) first, into a MATRIX_DIR that
+# holds no reports of other runtimes from an earlier matrix.
 verdict-table: $(BIN)/cnifault
-	$(BIN)/cnifault compare --readme README.md $(VERDICT_REPORTS)
+	$(BIN)/cnifault compare --readme README.md $(sort $(wildcard $(MATRIX_DIR)/*/report.json))
 
 clean:
 	rm -rf $(OUT)

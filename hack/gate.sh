@@ -7,8 +7,9 @@
 #   [RUNTIME=containerd-2.4] [KNOWN_FAILURES=FILE] [REPORT_DIR=DIR] hack/gate.sh [cnifault flags...]
 #
 # Runs `make deps build` for RUNTIME (a failure there is status 2), then
-# execs _output/bin/cnifault with the flags below and then the given ones,
-# which win where they repeat one.
+# execs _output/bin/cnifault with its runtime and report dir, the flags every
+# run gets (hack/run-flags.sh), and then the given ones, which win where they
+# repeat one.
 set -euo pipefail
 # Paths given in the environment are the caller's, relative to its dir.
 [[ -n ${KNOWN_FAILURES:-} ]] && KNOWN_FAILURES=$(realpath -m -- "$KNOWN_FAILURES")
@@ -27,14 +28,10 @@ if [[ ${CNIFAULT_GATE_PREPARED:-} != 1 ]]; then
   fi
 fi
 
-args=(
-  --runtime "$runtime" --report-dir "$report_dir" --work-dir "$out/work"
-  --cni-plugin-dir "$out/cni/bin" --pause-binary "$out/bin/cnifault-pause"
-  --fault-plugin "$out/bin/cni-fault" --runc-wrapper "$out/bin/cnifault-runc-wrapper"
-  # Ginkgo's CI settings: random order, fail on pending or empty, a suite timeout.
-  -ginkgo.randomize-all -ginkgo.fail-on-pending -ginkgo.fail-on-empty -ginkgo.timeout=20m
-)
-[[ -z ${KNOWN_FAILURES:-} ]] || args+=(--known-failures "$KNOWN_FAILURES")
+# The flags every run of the project's scripts gets (hack/run-flags.sh, which
+# hack/matrix.sh shares).
+source hack/run-flags.sh "$out"
+args=(--runtime "$runtime" --report-dir "$report_dir" "${run_flags[@]}")
 # exec: cnifault takes this process's place, so it stays the child of
 # whatever started the gate (make, a CI runner) and learns of its death.
 exec "$out/bin/cnifault" "${args[@]}" "$@"

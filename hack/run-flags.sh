@@ -1,0 +1,17 @@
+# shellcheck shell=bash
+# The flags every catalog run started by this project's scripts gives
+# cnifault, whichever runtime it brings up: the binaries and plugins `make
+# build` and `make deps` put under _output, the shared work dir, Ginkgo's CI
+# settings, and KNOWN_FAILURES when set (an absolute path by then). Sourced
+# by hack/gate.sh (one runtime, CI's gate) and hack/matrix.sh (several at
+# once), so that a matrix column is the run the gate makes.
+#
+#   source hack/run-flags.sh OUT     sets the array run_flags; OUT is _output's absolute path
+run_flags=(
+  --work-dir "$1/work"
+  --cni-plugin-dir "$1/cni/bin" --pause-binary "$1/bin/cnifault-pause"
+  --fault-plugin "$1/bin/cni-fault" --runc-wrapper "$1/bin/cnifault-runc-wrapper"
+  # Ginkgo's CI settings: random order, fail on pending or empty, a suite timeout.
+  -ginkgo.randomize-all -ginkgo.fail-on-pending -ginkgo.fail-on-empty -ginkgo.timeout=20m
+)
+[[ -z ${KNOWN_FAILURES:-} ]] || run_flags+=(--known-failures "$KNOWN_FAILURES")
