@@ -75,6 +75,13 @@ matrix: deps build
 
 test: deps build vet unit selfvalidate
 
+# The benchmark (not a timed test): the whole matrix of managed runtimes
+# with cached builds, one at a time and then side by side, and each
+# runtime's bring-up and catalog time (cmd/cnifault-bench).
+.PHONY: bench
+bench: deps build
+	$(GO) run ./cmd/cnifault-bench $(if $(JOBS),--jobs $(JOBS))
+
 # Repeatability: the whole catalog N times on each of RUNTIMES, reporting any
 # scenario whose verdict or leaked kinds changed between runs (hack/soak.sh).
 # RUNTIMES is shared with `make matrix`, whose default (every managed

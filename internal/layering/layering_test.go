@@ -57,6 +57,7 @@ var allowed = map[string][]string{
 	"cmd/cnifault-soak": {"fixtures/report"},
 	// hack/deps.sh's containerd builder: the same Build bisect uses.
 	"cmd/cnifault-build": {"fixtures/containerd"},
+	"cmd/cnifault-bench": {"fixtures/report"},
 	// The conformance suite knows runtimes only through fixtures/runtimes.
 	"suites/cni": {"cniconf", "fixtures/framework", "fixtures/verdict", "fixtures/scenario", "fixtures/runtimes",
 		"fixtures/inspect", "fixtures/host", "fixtures/cri", "fixtures/report"},
