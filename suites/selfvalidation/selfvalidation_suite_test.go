@@ -5,7 +5,6 @@ package selfvalidation_test
 
 import (
 	"context"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -114,29 +113,4 @@ func suiteCommand(ctx context.Context, runtime, reportDir, workDir string, extra
 	cmd := exec.CommandContext(ctx, suiteBinary(), args...)
 	cmd.Dir = repoRoot
 	return cmd
-}
-
-// runSuite runs the CNI suite on a managed runtime and reads its report.
-func runSuite(ctx context.Context, runtime string) run {
-	GinkgoHelper()
-	reportDir := reportDirOf(runtime)
-	Expect(os.RemoveAll(reportDir)).To(Succeed())
-	cmd := suiteCommand(ctx, runtime, reportDir, filepath.Join(repoRoot, "_output", "work"))
-	out, err := cmd.CombinedOutput()
-	GinkgoWriter.Printf("%s\n", out)
-	r := run{Output: string(out)}
-	var exit *exec.ExitError
-	if errors.As(err, &exit) {
-		r.ExitCode = exit.ExitCode()
-	} else {
-		Expect(err).NotTo(HaveOccurred(), "running the suite")
-	}
-	r.Report, err = report.Read(filepath.Join(reportDir, "report.json"))
-	Expect(err).NotTo(HaveOccurred(), "the suite wrote no readable report:\n%s", out)
-	own.recordEndpoint(r.Report.Runtime.Endpoint)
-	return r
-}
-
-func reportDirOf(runtime string) string {
-	return filepath.Join(repoRoot, "_output", "reports", runtime)
 }

@@ -1,8 +1,12 @@
 package selfvalidation_test
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"time"
@@ -210,13 +214,14 @@ var observed = []string{
 	"add-hang-deadline", "runtime-killed-mid-add",
 }
 
-// describeRuntime declares the pinned verdicts of one managed runtime.
-func describeRuntime(runtime, version string, exit int) {
+// describeRuntime declares the pinned verdicts of one managed runtime, from
+// its run in the matrix.
+func describeRuntime(m *matrixRun, runtime, version string, exit int) {
 	Context("on "+runtime, Label(runtime), Ordered, func() {
 		var r run
-		BeforeAll(func(ctx SpecContext) {
-			r = runSuite(ctx, runtime)
-		}, NodeTimeout(suiteRunTimeout))
+		BeforeAll(func() {
+			r = m.of(runtime)
+		})
 
 		It("reports the runtime it ran on and the whole catalog", func() {
 			name := "containerd"
@@ -285,13 +290,41 @@ func describeRuntime(runtime, version string, exit int) {
 
 var _ = Describe("cnifault", Ordered, ContinueOnFailure, func() {
 	var residue *nodeState
+	m := &matrixRun{}
 
-	BeforeAll(func() {
+	// One `cnifault matrix` runs every managed runtime's catalog, as many
+	// at once as the machine has cores: the verdicts pinned below must hold
+	// for runs side by side, and its output is what `make verdict-table`
+	// puts in the README.
+	BeforeAll(func(ctx SpecContext) {
 		residue = takeNodeState()
+		m.start(ctx)
+	}, NodeTimeout(matrixRunTimeout))
+
+	It("writes one matrix of every managed runtime and scenario, as Markdown, HTML and JSON", func() {
+		Expect(m.ExitCode).To(Equal(report.ExitFail), m.Output)
+		for _, f := range []string{"matrix.md", "matrix.html"} {
+			Expect(filepath.Join(matrixDir(), f)).To(BeAnExistingFile())
+		}
+		raw, err := os.ReadFile(filepath.Join(matrixDir(), "matrix.json"))
+		Expect(err).NotTo(HaveOccurred())
+		var doc report.MatrixDoc
+		Expect(json.Unmarshal(raw, &doc)).To(Succeed())
+		var names []string
+		for _, rt := range doc.Runtimes {
+			names = append(names, rt.Managed)
+			Expect(rt.ExitStatus).To(Equal(report.ExitFail), rt.Managed)
+		}
+		var want []string
+		for _, rt := range managedRuntimes {
+			want = append(want, rt.name)
+		}
+		Expect(names).To(ConsistOf(want))
+		Expect(doc.Scenarios).To(HaveLen(len(containerd24)))
 	})
 
 	for _, rt := range managedRuntimes {
-		describeRuntime(rt.name, rt.version, report.ExitFail)
+		describeRuntime(m, rt.name, rt.version, report.ExitFail)
 	}
 
 	It("reports no-cni-config's error and stuck reclaim on 1.6 with the runtime's words", func() {
@@ -329,3 +362,60 @@ var _ = Describe("cnifault", Ordered, ContinueOnFailure, func() {
 		expectNoResidue(ctx, residue)
 	}, SpecTimeout(residueSettle+10*time.Second))
 })
+
+// matrixRunTimeout bounds the matrix of every managed runtime (about two
+// minutes on 2 cores, side by side).
+const matrixRunTimeout = 15 * time.Minute
+
+func matrixDir() string { return filepath.Join(repoRoot, "_output", "matrix") }
+
+func reportDirOf(runtime string) string { return filepath.Join(matrixDir(), runtime) }
+
+// matrixRun is the self-validation's `cnifault matrix`: its exit status
+// and output, and each runtime's run read from its report dir.
+type matrixRun struct {
+	run
+}
+
+func (m *matrixRun) start(ctx context.Context) {
+	GinkgoHelper()
+	Expect(os.RemoveAll(matrixDir())).To(Succeed())
+	cmd := exec.CommandContext(ctx, suiteBinary(), "matrix", "--out", matrixDir(), "--",
+		"--work-dir", filepath.Join(repoRoot, "_output", "work"),
+		"--cni-plugin-dir", filepath.Join(repoRoot, "_output", "cni", "bin"),
+		"--pause-binary", filepath.Join(repoRoot, "_output", "bin", "cnifault-pause"),
+		"--fault-plugin", filepath.Join(repoRoot, "_output", "bin", "cni-fault"))
+	cmd.Dir = repoRoot
+	out, err := cmd.CombinedOutput()
+	GinkgoWriter.Printf("%s\n", out)
+	m.Output = string(out)
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		m.ExitCode = exit.ExitCode()
+	} else {
+		Expect(err).NotTo(HaveOccurred(), "running the matrix")
+	}
+}
+
+// of is one runtime's run in the matrix: its report, its exit status (from
+// matrix.json) and its output (run.log).
+func (m *matrixRun) of(runtime string) run {
+	GinkgoHelper()
+	dir := reportDirOf(runtime)
+	rep, err := report.Read(filepath.Join(dir, "report.json"))
+	Expect(err).NotTo(HaveOccurred(), "%s wrote no readable report:\n%s", runtime, m.Output)
+	own.recordEndpoint(rep.Runtime.Endpoint)
+	log, err := os.ReadFile(filepath.Join(dir, "run.log"))
+	Expect(err).NotTo(HaveOccurred())
+	raw, err := os.ReadFile(filepath.Join(matrixDir(), "matrix.json"))
+	Expect(err).NotTo(HaveOccurred())
+	var doc report.MatrixDoc
+	Expect(json.Unmarshal(raw, &doc)).To(Succeed())
+	r := run{Report: rep, Output: string(log), ExitCode: -1}
+	for _, rt := range doc.Runtimes {
+		if rt.Managed == runtime {
+			r.ExitCode = rt.ExitStatus
+		}
+	}
+	return r
+}
