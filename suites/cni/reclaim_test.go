@@ -10,10 +10,11 @@ import (
 )
 
 // Reclaim timing: kubelet retries a failed Stop/Remove on every sync; the
-// harness gives it a few attempts within reclaimWindow.
+// harness gives it a few attempts within reclaimWindow, unless an attempt
+// shows that none can help (Scenario.ReclaimHopeless).
 const (
-	reclaimWindow   = 3 * time.Second
-	reclaimInterval = time.Second
+	reclaimWindow   = 2 * time.Second
+	reclaimInterval = 500 * time.Millisecond
 	// reclaimTimeout bounds the whole reclaim node.
 	reclaimTimeout = reclaimWindow + 2*criCallTimeout
 )
@@ -31,6 +32,9 @@ func (sc *scenario) reclaim(ctx SpecContext) {
 			var err error
 			lastErr, err = sc.ReclaimAttempt(ctx)
 			g.Expect(err).NotTo(HaveOccurred())
+			if sc.ReclaimHopeless() {
+				StopTrying("no sandbox is left for kubelet to stop or remove").Now()
+			}
 			g.Expect(sc.ReclaimLeaks).To(BeEmpty())
 		}).WithContext(ctx).WithTimeout(reclaimWindow).WithPolling(reclaimInterval).Should(Succeed())
 		return cleared, lastErr
