@@ -37,7 +37,7 @@ const (
 	nodeRuntimeTimeout = 2 * time.Minute
 	// foreignPodInterval is how often a foreign pod is started while a run
 	// goes on, as on a live node.
-	foreignPodInterval = 3 * time.Second
+	foreignPodInterval = time.Second
 	// foreignCallTimeout bounds one CRI call for a foreign pod.
 	foreignCallTimeout = 30 * time.Second
 	// restoreTimeout bounds `cnifault restore`.
@@ -327,7 +327,7 @@ var _ = Describe("External endpoint mode", Label("external"), Ordered, func() {
 
 		BeforeAll(func(ctx SpecContext) {
 			reportDir := filepath.Join(repoRoot, "_output", "reports", "external")
-			By("starting a foreign pod every 3 s while the run goes on")
+			By("starting a foreign pod every second while the run goes on")
 			stop := foreign.churn(ctx, node)
 			code, out = runExternal(ctx, reportDir,
 				"--runtime-endpoint", node.Endpoint(), "--cni-conf-dir", confDir, "--cni-bin-dir", binDir,
