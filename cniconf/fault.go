@@ -140,6 +140,16 @@ type JournalEntry struct {
 	Invocation int  `json:"invocation"`
 	Targeted   bool `json:"targeted"`
 	PID        int  `json:"pid"`
+	// ValidAttachments is the list a GC received, in the runtime's order: a
+	// judge compares it with the pods the runtime still holds, and a missing
+	// or extra entry is what makes a GC reclaim a live pod or keep a leak.
+	// It is empty but not nil for [], nil for null or no key (then
+	// ValidAttachmentsKey tells which); omitzero keeps [] apart from nil on
+	// disk and leaves the other verbs' lines as they were.
+	ValidAttachments []Attachment `json:"valid_attachments,omitzero"`
+	// ValidAttachmentsKey is how the list arrived on a GC; empty on the other
+	// verbs.
+	ValidAttachmentsKey AttachmentsKey `json:"valid_attachments_key,omitempty"`
 }
 
 // ReadJournal parses a journal file; a missing file is an empty journal,

@@ -10,6 +10,14 @@ import (
 // reference plugins pinned in go.mod.
 const DefaultCNIVersion = "1.0.0"
 
+// CNIVersion110 is the first spec version with STATUS and GC: libcni sends
+// neither to an older list, and skel refuses both below it. It is not the
+// default because containerd 1.6 and 1.7 vendor libcni 1.1, whose result
+// types stop at 1.0.0: a 1.1.0 result fails their ADDs. libcni 1.2 and
+// later (containerd 2.x, CRI-O) read it, and so do the reference plugins
+// pinned in go.mod and cni-fault.
+const CNIVersion110 = "1.1.0"
+
 // Plugin is one entry of a list's "plugins" array. Each implementation
 // marshals itself with its "type" field set, so a list can never name a
 // plugin type that disagrees with the Go value that built it.
@@ -23,11 +31,24 @@ type NetworkList struct {
 	CNIVersion string
 	Name       string
 	Plugins    []Plugin
+	// DisableGC is the 1.1 list key that forbids runtimes to GC the
+	// network (for a network several runtimes share). libcni's
+	// GCNetworkList returns at once for such a list, before it replays DEL
+	// for stale cached attachments: a GC journaled for it is the runtime's
+	// own doing, not libcni's.
+	DisableGC bool
 }
 
 // NewList returns a list at DefaultCNIVersion.
 func NewList(name string, plugins ...Plugin) NetworkList {
 	return NetworkList{CNIVersion: DefaultCNIVersion, Name: name, Plugins: plugins}
+}
+
+// AtVersion returns a copy of l at cniVersion v (e.g. CNIVersion110). The
+// plugins are shared: they are values a list only marshals.
+func (l NetworkList) AtVersion(v string) NetworkList {
+	l.CNIVersion = v
+	return l
 }
 
 // MarshalJSON renders the list in the CNI conflist format.
@@ -53,8 +74,9 @@ func (l NetworkList) MarshalJSON() ([]byte, error) {
 	return json.Marshal(struct {
 		CNIVersion string            `json:"cniVersion"`
 		Name       string            `json:"name"`
+		DisableGC  bool              `json:"disableGC,omitempty"`
 		Plugins    []json.RawMessage `json:"plugins"`
-	}{version, l.Name, plugins})
+	}{version, l.Name, l.DisableGC, plugins})
 }
 
 // Bytes is the indented conflist, as written to disk and attached to reports.

@@ -47,7 +47,7 @@ func handler(verb cniconf.Verb) func(*skel.CmdArgs) error {
 		if targeted && n >= 0 {
 			idx, step = pick(conf.Faults[verb], n)
 		}
-		err := appendJournal(conf.Journal, cniconf.JournalEntry{
+		entry := cniconf.JournalEntry{
 			Time:        time.Now(),
 			Verb:        verb,
 			ContainerID: args.ContainerID,
@@ -59,8 +59,11 @@ func handler(verb cniconf.Verb) func(*skel.CmdArgs) error {
 			Invocation:  n,
 			Targeted:    targeted,
 			PID:         os.Getpid(),
-		})
-		if err != nil {
+		}
+		if verb == cniconf.VerbGC {
+			entry.ValidAttachmentsKey, entry.ValidAttachments = conf.attachmentsKey, conf.attachments
+		}
+		if err := appendJournal(conf.Journal, entry); err != nil {
 			return types.NewError(types.ErrIOFailure, "cni-fault: journal: "+err.Error(), "")
 		}
 		return act(verb, step, conf)
@@ -108,6 +111,12 @@ func act(verb cniconf.Verb, step cniconf.Step, conf *config) error {
 // pass succeeds without touching anything. ADD must still print a result: in
 // a chain it hands prevResult on to the next plugin, and alone it reports an
 // attachment with no interfaces or addresses.
+//
+// STATUS and GC pass with no output and call nobody. The spec's duty to pass
+// them on (SPEC.md, STATUS and GC) concerns a plugin's own delegates, such as
+// bridge's IPAM, and cni-fault has none; the other plugins of the chain get
+// their STATUS and GC from libcni, which calls every plugin of the list
+// itself (libcni/api.go GetStatusNetworkList and GCNetworkList, cni v1.3.1).
 func pass(verb cniconf.Verb, conf *config) error {
 	if verb != cniconf.VerbAdd {
 		return nil

@@ -22,6 +22,10 @@ import (
 type config struct {
 	types.PluginConf
 	cniconf.Fault
+	// attachmentsKey and attachments are GC's valid-attachments as they
+	// arrived, for the journal.
+	attachmentsKey cniconf.AttachmentsKey
+	attachments    []cniconf.Attachment
 }
 
 // parseConfig decodes and validates stdin. Validation is strict because a
@@ -34,8 +38,16 @@ func parseConfig(stdin []byte) (*config, *types.Error) {
 	if err := json.Unmarshal(stdin, &c.Fault); err != nil {
 		return nil, types.NewError(types.ErrDecodingFailure, "cni-fault: "+err.Error(), "")
 	}
-	if err := checkKeys(stdin); err != nil {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(stdin, &top); err != nil {
+		return nil, types.NewError(types.ErrDecodingFailure, "cni-fault: "+err.Error(), "")
+	}
+	if err := checkKeys(top); err != nil {
 		return nil, types.NewError(types.ErrInvalidNetworkConfig, "cni-fault: "+err.Error(), "")
+	}
+	var err error
+	if c.attachmentsKey, c.attachments, err = validAttachments(top); err != nil {
+		return nil, types.NewError(types.ErrDecodingFailure, "cni-fault: "+err.Error(), "")
 	}
 	if c.CNIVersion == "" {
 		// What skel assumes for a config without a version.
@@ -63,11 +75,7 @@ var cniKeys = map[string]bool{
 // checkKeys refuses keys neither the CNI spec nor the fault defines, at the
 // top level and inside every step: a misspelt "count" or "faults" would
 // otherwise be dropped by the decoder and the fault silently never fire.
-func checkKeys(stdin []byte) error {
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(stdin, &top); err != nil {
-		return err
-	}
+func checkKeys(top map[string]json.RawMessage) error {
 	for k := range top {
 		if !cniKeys[k] && !strings.HasPrefix(k, "cni.dev/") {
 			return fmt.Errorf("unknown key %q in the plugin config", k)
