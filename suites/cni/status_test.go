@@ -80,11 +80,15 @@ var _ = Describe("CNI STATUS", func() {
 	})
 })
 
-// InstallStatusNetwork writes a CNI 1.1.0 list as the only config and waits
-// until the runtime holds it, ready or not: STATUS, not the conf dir, is
-// what may make it not ready.
+// InstallStatusNetwork starts from a runtime that is ready on a healthy
+// network, as a node is before its network agent starts failing, then
+// writes a CNI 1.1.0 list as the only config and waits until the runtime
+// holds it, ready or not: STATUS, not the conf dir, is what may make it not
+// ready. Starting ready keeps a runtime that asks STATUS only while it is
+// not ready (CRI-O) from asking it by accident of the previous scenario.
 func (sc *scenario) InstallStatusNetwork(ctx SpecContext, l cniconf.NetworkList) {
 	GinkgoHelper()
+	sc.InstallNetwork(ctx, cniconf.NewList(l.Name, sc.Network.BridgePlugin()))
 	sc.writeList(ctx, l)
 	Eventually(func(g Gomega) {
 		st, err := runtimes.Network(ctx, rt)
