@@ -10,10 +10,12 @@ import (
 	"github.com/cnifault/cnifault/fixtures/runtimes"
 )
 
-// statusPollWindow is how long the harness polls CRI Status, as kubelet
-// does every 5 s, for the runtime to act on STATUS: one kubelet period and
-// a margin.
-const statusPollWindow = 7 * time.Second
+// statusPollWindow is how long the harness polls CRI Status for the runtime
+// to ask STATUS and act on it. containerd 2.x asks on every CRI Status, and
+// CRI-O every 500 ms while it polls, so either shows within a few polls; a
+// runtime asking on a slower timer of its own would be reported as not
+// asking. (Kubelet itself polls every 5 s.)
+const statusPollWindow = 3 * time.Second
 
 // CNI 1.1's STATUS lets a plugin say "not ready for ADD" without the conf
 // dir dance. Who asks it differs (../notes in the README): containerd 2.x
@@ -53,6 +55,42 @@ var _ = Describe("CNI STATUS", func() {
 				By("inventorying the instance after the failed call")
 				contract.Expect(sc.Leaks(ctx)).To(BeClean())
 			}
+		}, SpecTimeout(scenarioTimeout))
+	})
+
+	When("STATUS starts failing after a pod started", Scenario("status-not-ready-teardown"), Label("fault:status"), func() {
+		BeforeEach(func(ctx SpecContext) {
+			sc = newScenario(ctx)
+			By("installing a CNI 1.1.0 list of bridge and cni-fault (STATUS: pass)")
+			install(ctx, sc.Fault())
+		}, NodeTimeout(scenarioSetupTimeout))
+
+		// The principle of the change that started this project: cleanup
+		// must not depend on the network being ready.
+		It("stops and removes that pod while STATUS fails, leaving nothing", func(ctx SpecContext) {
+			By("polling CRI Status as kubelet does, to see the runtime ask STATUS")
+			sc.expectStatusAsked(ctx)
+
+			By("starting a pod on the ready network")
+			id, err := sc.RunSandboxWithin(ctx, criCallTimeout)
+			Expect(err).NotTo(HaveOccurred(), "the pod did not start on a ready network")
+
+			By("making STATUS fail: the same list, cni-fault's STATUS now an error")
+			failing := sc.Fault().On(cniconf.VerbStatus, failStatus)
+			sc.writeList(ctx, cniconf.NewList(sc.Network.Name, sc.Network.BridgePlugin(), failing).AtVersion(cniconf.CNIVersion110))
+			sc.ExpectNodeJournal(failing, cniconf.VerbStatus)
+			Eventually(func(g Gomega) {
+				_, _ = rt.CRI().Network(ctx)
+				g.Expect(sc.SeeFired(ctx)).To(BeTrue())
+			}).WithContext(ctx).WithTimeout(statusPollWindow).WithPolling(pollInterval).Should(Succeed(),
+				"the runtime did not ask the failing STATUS")
+
+			By("stopping and removing the pod, as kubelet does")
+			contract.Expect(rt.CRI().StopPodSandbox(ctx, id)).To(Succeed(), "StopPodSandbox failed while STATUS failed")
+			contract.Expect(rt.CRI().RemovePodSandbox(ctx, id)).To(Succeed(), "RemovePodSandbox failed while STATUS failed")
+
+			By("inventorying the instance")
+			contract.Expect(sc.Leaks(ctx)).To(BeClean())
 		}, SpecTimeout(scenarioTimeout))
 	})
 
