@@ -78,6 +78,17 @@ var containerd16 = map[string]expectation{
 	// NewContainer runs before the netns is created, so the restarted
 	// daemon recovers a NotReady sandbox whose Stop tears the network down.
 	"runtime-killed-mid-add": {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
+	// libcni 1.1.x (1.6's and 1.7's) has no STATUS, and go-cni's Status
+	// there only counts loaded networks (go-cni v1.1.9 cni.go Status): the
+	// journal never shows STATUS, so NetworkReady cannot follow it.
+	"status-not-ready":          {verdict: report.Skipped, why: "did not invoke CNI STATUS"},
+	"status-recovers":           {verdict: report.Skipped, why: "did not invoke CNI STATUS"},
+	"status-not-ready-teardown": {verdict: report.Skipped, why: "did not invoke CNI STATUS"},
+	// libcni 1.1.x refuses the 1.1.0 result bridge returns ("unsupported
+	// CNI result version"), so no pod runs on a CNI 1.1.0 list at all, and
+	// there is no GC in it either.
+	"gc-spares-live-pods": {verdict: report.Skipped, why: "cannot use a CNI 1.1.0 list"},
+	"gc-reclaims-leak":    {verdict: report.Skipped, why: "cannot use a CNI 1.1.0 list"},
 }
 
 // containerd17 is 1.7.35: pkg/cri/server (the default CRI service; sbserver
@@ -140,6 +151,22 @@ var containerd24 = map[string]expectation{
 	// setupPodNetwork, so the restarted daemon recovers the sandbox and
 	// StopPodSandbox's DEL releases the address.
 	"runtime-killed-mid-add": {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
+	// internal/cri/server/status.go Status calls go-cni's Status on every
+	// CRI Status, which runs libcni's GetStatusNetworkList for lists of
+	// cniVersion 1.1.0 (go-cni v1.1.12+ cni.go Status): a failing STATUS is
+	// NetworkReady=false ("Network plugin returns error"), and a passing one
+	// makes it true on the next poll. RunPodSandbox is not gated on it, and
+	// Stop and Remove check only that a config is loaded (go-cni's ready(),
+	// not Status): DEL runs while STATUS fails.
+	"status-not-ready":          {verdict: report.Pass},
+	"status-recovers":           {verdict: report.Pass},
+	"status-not-ready-teardown": {verdict: report.Pass},
+	// No containerd tag here sends GC: go-cni has none
+	// (https://github.com/containerd/go-cni/pull/131 is open), and nothing
+	// calls libcni's GCNetworkList. gc-reclaims-leak's leak is there (ip,
+	// as partial-add-del-fails) with nothing to free it.
+	"gc-spares-live-pods": {verdict: report.Skipped, why: "did not invoke CNI GC"},
+	"gc-reclaims-leak":    {verdict: report.Skipped, why: "did not invoke CNI GC"},
 }
 
 // CRI-O 1.34.0 (source: $(go env GOMODCACHE)/github.com/cri-o/cri-o@v1.34.0,
@@ -179,11 +206,23 @@ var crio134 = map[string]expectation{
 	"runtime-killed-mid-add": {report.Fail, []string{"ip", "link", "netns"}, report.ReclaimStuck,
 		"the sandbox's config.json is saved after networkStart (sandbox_run_linux.go SaveToFile), so the restarted daemon cannot LoadSandbox it (server/server.go restore): it deletes the storage container (containers/storage DeleteContainer unmounts the shm) but calls networkStop only for sandboxes it loaded, and CNI GC has no cached result to DEL; the netns pin, its veth and the address stay, and no sandbox is listed to reclaim them"},
 	// internal/config/cnimgr/cnimgr.go pollUntilReady asks STATUS only
-	// until it first passes after a start; a list that changes while
-	// CRI-O is ready (the adapter restarts it only where the conf dir
-	// itself flips readiness) is never asked.
-	"status-not-ready": {verdict: report.Skipped, why: "STATUS is asked only until it first passes after a start"},
-	"status-recovers":  {verdict: report.Skipped, why: "STATUS is asked only until it first passes after a start"},
+	// until it first passes after a start; a list that changes while CRI-O
+	// is ready (the adapter restarts it only where the conf dir itself flips
+	// readiness) is never asked.
+	"status-not-ready":          {verdict: report.Skipped, why: "did not invoke CNI STATUS"},
+	"status-recovers":           {verdict: report.Skipped, why: "did not invoke CNI STATUS"},
+	"status-not-ready-teardown": {verdict: report.Skipped, why: "did not invoke CNI STATUS"},
+	// server/server.go restore runs the CNI GC once per start with every
+	// restored sandbox as valid (sandbox id, eth0): the live pod is named
+	// and nothing of it is freed.
+	"gc-spares-live-pods": {verdict: report.Pass},
+	// The failed ADD left no libcni cache entry (libcni caches only an ADD
+	// that succeeded), so GCNetworkList has no attachment to send DEL for;
+	// it sends GC to each plugin of the 1.1.0 list, but bridge v1.10.0 has
+	// no GC ("FIXME GC") and never passes it to host-local, whose own GC
+	// would free the address: stuck.
+	"gc-reclaims-leak": {report.Fail, []string{"ip"}, report.ReclaimStuck,
+		"CRI-O's GC cannot reach a reservation whose ADD never succeeded: no cache entry, and bridge passes no GC to host-local"},
 }
 
 // managedRuntimes are every managed runtime, in the README matrix's order,
@@ -217,7 +256,7 @@ var delAfterAddOverride = map[string]map[string]*bool{
 var observed = []string{
 	"missing-plugin-binary", "add-error", "add-exit-no-output", "add-garbage-result", "add-crash",
 	"partial-add", "partial-add-del-fails", "partial-add-del-fails-once", "ipam-exhausted",
-	"add-hang-deadline", "runtime-killed-mid-add",
+	"add-hang-deadline", "runtime-killed-mid-add", "gc-reclaims-leak",
 }
 
 // describeRuntime declares the pinned verdicts of one managed runtime, from
@@ -267,7 +306,10 @@ func describeRuntime(m *matrixRun, runtime, version string, exit int) {
 				// A fault scenario's verdict stands on the fault it saw fire;
 				// the control injects none.
 				if want.verdict == report.Skipped {
-					Expect(s.Reason).To(ContainSubstring("did not invoke CNI STATUS"), "%s on %s (%s)", id, runtime, want.why)
+					// A finding about the runtime, not a harness error: the
+					// reason names it.
+					Expect(s.Reason).To(ContainSubstring(want.why), "%s on %s", id, runtime)
+					return
 				}
 				if id == "healthy-network" || want.verdict == report.Skipped {
 					Expect(s.FaultsFired).To(BeEmpty())

@@ -1,0 +1,149 @@
+package cni_test
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/cnifault/cnifault/cniconf"
+	"github.com/cnifault/cnifault/fixtures/inspect"
+	"github.com/cnifault/cnifault/fixtures/report"
+	"github.com/cnifault/cnifault/fixtures/runtimes"
+)
+
+// gcWindow is how long after a restart the harness waits for the runtime's
+// CNI GC: CRI-O sends it once its restore is done (server/server.go), within
+// a second or two here.
+const gcWindow = 3 * time.Second
+
+// CNI 1.1's GC gives plugins the attachments that are still valid, so that
+// what leaked can be freed. CRI-O sends it once per start; containerd does
+// not (go-cni has no GC). The harness restarts a managed runtime, as a node
+// reboot or an upgrade would, and reads cni-fault's journal: a runtime that
+// sends no GC is reported as such (skipped), a finding rather than an error.
+var _ = Describe("CNI GC", func() {
+	var (
+		sc  *scenario
+		ctl runtimes.Controllable
+	)
+	list11 := func(f cniconf.Fault) cniconf.NetworkList {
+		return cniconf.NewList(sc.Network.Name, sc.Network.BridgePlugin(), f).AtVersion(cniconf.CNIVersion110)
+	}
+	controlled := func() {
+		var ok bool
+		if ctl, ok = rt.(runtimes.Controllable); !ok {
+			Skip("the harness does not control this runtime's process (external endpoint)")
+		}
+	}
+
+	When("live pods meet the runtime's GC", Scenario("gc-spares-live-pods"), Label("gc", "managed-only"), func() {
+		BeforeEach(func(ctx SpecContext) {
+			controlled()
+			sc = newScenario(ctx)
+			By("installing a CNI 1.1.0 list of bridge and cni-fault (every verb passes)")
+			sc.InstallNetwork(ctx, list11(sc.Fault()))
+		}, NodeTimeout(scenarioSetupTimeout))
+
+		It("names every live attachment as valid, and frees nothing of them", func(ctx SpecContext) {
+			By("starting a pod")
+			id, err := sc.RunSandboxWithin(ctx, criCallTimeout)
+			skipWithoutCNI11(err)
+			Expect(err).NotTo(HaveOccurred(), "the pod did not start on a healthy network")
+			live, err := inspect.Take(ctx, sc.Target())
+			Expect(err).NotTo(HaveOccurred())
+
+			By("restarting the runtime (killed and started again, as in an upgrade), where it garbage-collects")
+			restarted := time.Now()
+			Expect(ctl.Crash(ctx)).To(Succeed())
+			Expect(ctl.Restart(ctx)).To(Succeed())
+			gcs := sc.expectGC(ctx, restarted)
+
+			By("checking every GC's valid attachments against the live pod")
+			want := cniconf.Attachment{ContainerID: id, IfName: "eth0"}
+			for _, g := range gcs {
+				contract.Expect(g.ValidAttachments).To(ContainElement(want),
+					"a GC at %s omitted the live attachment %s/%s (it would free its address): valid attachments %v",
+					g.Time.Format("15:04:05.000"), id, want.IfName, g.ValidAttachments)
+			}
+
+			By("inventorying the live pod's resources")
+			after, err := inspect.Take(ctx, sc.Target())
+			Expect(err).NotTo(HaveOccurred())
+			contract.Expect(inspect.Diff(after, live)).To(BeEmpty(), "GC freed resources of the live pod %s", id)
+		}, SpecTimeout(scenarioTimeout+runtimeRecoverTimeout))
+	})
+
+	When("a chained DEL's leak meets the runtime's GC once the fault cleared", Scenario("gc-reclaims-leak"), Label("fault:gc", "managed-only"), func() {
+		BeforeEach(func(ctx SpecContext) {
+			controlled()
+			sc = newScenario(ctx)
+			By("installing a CNI 1.1.0 list of bridge and cni-fault (ADD: error, DEL: error)")
+			f := sc.Fault().On(cniconf.VerbAdd, cniconf.Fail(7, "cnifault: injected ADD error after bridge")).
+				On(cniconf.VerbDel, cniconf.Fail(7, "cnifault: injected DEL error"))
+			sc.InstallNetwork(ctx, list11(f))
+			sc.ExpectJournal(f, cniconf.VerbAdd)
+		}, NodeTimeout(scenarioSetupTimeout))
+
+		It("frees the leaked reservation at its GC", func(ctx SpecContext) {
+			By("running a pod sandbox whose ADD and DEL fail")
+			_, err := sc.RunSandboxWithin(ctx, criCallTimeout)
+			skipWithoutCNI11(err)
+			sc.ExpectFaultFired(ctx, faultFiredTimeout)
+			Expect(err).To(HaveOccurred(), "RunPodSandbox succeeded despite the fault")
+			leaks := sc.Leaks(ctx)
+			if len(leaks.Leaks) == 0 {
+				Skip("the failed call left nothing for GC to reclaim")
+			}
+
+			By("clearing the fault and restarting the runtime, where it garbage-collects")
+			sc.writeList(ctx, list11(sc.Fault()))
+			restarted := time.Now()
+			Expect(ctl.Crash(ctx)).To(Succeed())
+			Expect(ctl.Restart(ctx)).To(Succeed())
+			sc.expectGC(ctx, restarted)
+
+			By("inventorying the instance after GC")
+			Expect(sc.Inventory(ctx)).To(Succeed())
+			sc.GCReclaim = report.GCReclaimed
+			if len(sc.Scenario.Leaks) > 0 {
+				sc.GCReclaim = report.GCStuck
+			}
+			contract.Expect(leakReport{Scenario: sc.ID, Leaks: sc.Scenario.Leaks}).To(BeClean(),
+				"stuck: the runtime's GC did not free what the failed call leaked")
+		}, SpecTimeout(scenarioTimeout+runtimeRecoverTimeout))
+	})
+})
+
+// skipWithoutCNI11 skips a scenario whose CNI 1.1.0 list the runtime
+// cannot use at all: libcni before 1.2 (containerd 1.6 and 1.7) refuses the
+// 1.1.0 result bridge returns, so no CNI 1.1 verb can reach it either.
+func skipWithoutCNI11(err error) {
+	if err != nil && strings.Contains(err.Error(), `unsupported CNI result version "1.1.0"`) {
+		Skip("the runtime cannot use a CNI 1.1.0 list (its libcni refuses 1.1.0 results: " + err.Error() + "): it has no CNI GC")
+	}
+}
+
+// expectGC waits for the runtime's GC calls after since, and skips the
+// scenario when none comes: the runtime does not garbage-collect CNI
+// attachments (a finding, with the journal as its proof).
+func (sc *scenario) expectGC(ctx SpecContext, since time.Time) []cniconf.JournalEntry {
+	GinkgoHelper()
+	var gcs []cniconf.JournalEntry
+	quiet := NewGomega(func(string, ...int) {})
+	seen := quiet.Eventually(func() int {
+		entries, _ := sc.Journal()
+		gcs = slices.DeleteFunc(entries, func(e cniconf.JournalEntry) bool {
+			return e.Verb != cniconf.VerbGC || e.Time.Before(since)
+		})
+		return len(gcs)
+	}).WithContext(ctx).WithTimeout(gcWindow).WithPolling(pollInterval).Should(BeNumerically(">", 0))
+	if !seen {
+		Skip(fmt.Sprintf("the runtime did not invoke CNI GC within %s of a restart (cni-fault's journal holds no GC call): it does not garbage-collect CNI attachments", gcWindow))
+	}
+	sc.Fired = append(sc.Fired, fmt.Sprintf("GC with %d valid attachments", len(gcs[0].ValidAttachments)))
+	return gcs
+}
