@@ -18,7 +18,7 @@ import (
 // gcWindow is how long after a restart the harness waits for the runtime's
 // CNI GC: CRI-O sends it once its restore is done (server/server.go), within
 // a second or two here.
-const gcWindow = 3 * time.Second
+const gcWindow = 2 * time.Second
 
 // CNI 1.1's GC gives plugins the attachments that are still valid, so that
 // what leaked can be freed. CRI-O sends it once per start; containerd does

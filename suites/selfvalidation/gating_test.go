@@ -140,7 +140,9 @@ var _ = Describe("A containerd build that is none of the named runtimes", Label(
 				s := r.Report.Scenario(id)
 				Expect(s).NotTo(BeNil(), id)
 				Expect(s.Verdict).To(Equal(want.verdict), "%s (%s)", id, want.why)
-				Expect(report.LeakKinds(s.Leaks)).To(Equal(want.leaks), id)
+				if want.verdict != report.Skipped {
+					Expect(report.LeakKinds(s.Leaks)).To(Equal(want.leaks), id)
+				}
 			}
 			Expect(r.ExitCode).To(Equal(report.ExitFail), r.Output)
 		},
