@@ -20,12 +20,9 @@ var _ = Describe("cnifault bisect", Label("bisect"), func() {
 	When("both ends of the range behave alike", func() {
 		It("runs the scenario on the two ends only and says there was no change", func(ctx SpecContext) {
 			reportDir := filepath.Join(repoRoot, "_output", "reports", "bisect")
-			cmd := exec.CommandContext(ctx, suiteBinary(), "bisect", "--scenario", "runtime-killed-mid-add",
-				"--good", "v2.3.7", "--bad", "v2.4.2", "--report-dir", reportDir,
-				"--work-dir", filepath.Join(repoRoot, "_output", "work"),
-				"--cni-plugin-dir", filepath.Join(repoRoot, "_output", "cni", "bin"),
-				"--pause-binary", filepath.Join(repoRoot, "_output", "bin", "cnifault-pause"),
-				"--fault-plugin", filepath.Join(repoRoot, "_output", "bin", "cni-fault"))
+			cmd := exec.CommandContext(ctx, suiteBinary(), append([]string{"bisect", "--scenario", "runtime-killed-mid-add",
+				"--good", "v2.3.7", "--bad", "v2.4.2", "--report-dir", reportDir},
+				runFlags(filepath.Join(repoRoot, "_output", "work"))...)...)
 			cmd.Dir = repoRoot
 			out, err := cmd.CombinedOutput()
 			GinkgoWriter.Printf("%s\n", out)

@@ -95,6 +95,17 @@ type run struct {
 	Output   string
 }
 
+// runFlags are the flags every run the self-validation starts gives the
+// suite binary, with its instance under workDir: the builds under _output.
+func runFlags(workDir string) []string {
+	return []string{
+		"--work-dir", workDir,
+		"--cni-plugin-dir", filepath.Join(repoRoot, "_output", "cni", "bin"),
+		"--pause-binary", filepath.Join(repoRoot, "_output", "bin", "cnifault-pause"),
+		"--fault-plugin", filepath.Join(repoRoot, "_output", "bin", "cni-fault"),
+	}
+}
+
 // suiteCommand builds the command line of a suite run writing its report to
 // reportDir and its instance under workDir; an empty runtime leaves
 // --runtime out, as an external-mode run must.
@@ -103,13 +114,7 @@ func suiteCommand(ctx context.Context, runtime, reportDir, workDir string, extra
 	if runtime != "" {
 		args = append(args, "--runtime", runtime)
 	}
-	args = append(append(args,
-		"--report-dir", reportDir,
-		"--work-dir", workDir,
-		"--cni-plugin-dir", filepath.Join(repoRoot, "_output", "cni", "bin"),
-		"--pause-binary", filepath.Join(repoRoot, "_output", "bin", "cnifault-pause"),
-		"--fault-plugin", filepath.Join(repoRoot, "_output", "bin", "cni-fault"),
-	), extra...)
+	args = append(append(append(args, "--report-dir", reportDir), runFlags(workDir)...), extra...)
 	cmd := exec.CommandContext(ctx, suiteBinary(), args...)
 	cmd.Dir = repoRoot
 	return cmd

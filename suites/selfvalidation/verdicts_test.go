@@ -438,11 +438,8 @@ type matrixRun struct {
 func (m *matrixRun) start(ctx context.Context) {
 	GinkgoHelper()
 	Expect(os.RemoveAll(matrixDir())).To(Succeed())
-	cmd := exec.CommandContext(ctx, suiteBinary(), "matrix", "--out", matrixDir(), "--",
-		"--work-dir", filepath.Join(repoRoot, "_output", "work"),
-		"--cni-plugin-dir", filepath.Join(repoRoot, "_output", "cni", "bin"),
-		"--pause-binary", filepath.Join(repoRoot, "_output", "bin", "cnifault-pause"),
-		"--fault-plugin", filepath.Join(repoRoot, "_output", "bin", "cni-fault"))
+	cmd := exec.CommandContext(ctx, suiteBinary(), append([]string{"matrix", "--out", matrixDir(), "--"},
+		runFlags(filepath.Join(repoRoot, "_output", "work"))...)...)
 	cmd.Dir = repoRoot
 	out, err := cmd.CombinedOutput()
 	GinkgoWriter.Printf("%s\n", out)
