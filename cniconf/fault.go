@@ -100,6 +100,28 @@ type Fault struct {
 	StateDir string          `json:"stateDir"`
 	PodUID   string          `json:"podUID,omitempty"`
 	Faults   map[Verb][]Step `json:"faults,omitempty"`
+	// FaultsFile, where set and present, holds the faults instead of
+	// Faults ({"faults": {...}}), read at every invocation: a fault a
+	// scenario changes while a pod lives must reach a runtime that tears
+	// down with the config cached at ADD (CRI-O's ocicni), which a rewrite
+	// of the conf dir never does.
+	FaultsFile string `json:"faultsFile,omitempty"`
+}
+
+// WriteFaults puts faults into a FaultsFile atomically: the plugin reads
+// the old set or the new one, never half of one.
+func WriteFaults(path string, faults map[Verb][]Step) error {
+	raw, err := json.Marshal(struct {
+		Faults map[Verb][]Step `json:"faults"`
+	}{faults})
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, raw, 0o644); err != nil {
+		return fmt.Errorf("cniconf: %w", err)
+	}
+	return os.Rename(tmp, path)
 }
 
 // PluginType implements Plugin.

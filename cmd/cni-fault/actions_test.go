@@ -3,7 +3,9 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -298,5 +300,36 @@ func TestVersionListsSupportedSpecs(t *testing.T) {
 	}
 	if got := strings.Join(v.Supported, ","); got != "0.3.0,0.3.1,0.4.0,1.0.0,1.1.0" {
 		t.Fatalf("supported %s", got)
+	}
+}
+
+// A faults file, where it exists, decides the faults at every invocation,
+// whatever the config says: a runtime that tears down with the config
+// cached at ADD (CRI-O) still meets a fault injected after the pod
+// started, and its clearing.
+func TestFaultsFileDecidesAtEveryInvocation(t *testing.T) {
+	h := newHarness(t)
+	file := filepath.Join(t.TempDir(), "faults.json")
+	h.fault.FaultsFile = file
+	if o := h.run(cniconf.VerbDel, "pod-a"); o.status.ExitStatus() != 0 {
+		t.Fatalf("no faults file: DEL %v %s", o.status, o.stdout)
+	}
+	if err := cniconf.WriteFaults(file, map[cniconf.Verb][]cniconf.Step{cniconf.VerbDel: {cniconf.Fail(7, "agent down")}}); err != nil {
+		t.Fatal(err)
+	}
+	if e := h.run(cniconf.VerbDel, "pod-a").cniError(t); e.Code != 7 || e.Msg != "agent down" {
+		t.Fatalf("faults file with a DEL error: %+v", e)
+	}
+	if err := cniconf.WriteFaults(file, nil); err != nil {
+		t.Fatal(err)
+	}
+	if o := h.run(cniconf.VerbDel, "pod-a"); o.status.ExitStatus() != 0 {
+		t.Fatalf("cleared faults file: DEL %v %s", o.status, o.stdout)
+	}
+	if err := os.WriteFile(file, []byte(`{"faults":{"DEL":[{"action":"error","cuont":1}]}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if e := h.run(cniconf.VerbDel, "pod-a").cniError(t); e.Code != types.ErrInvalidNetworkConfig {
+		t.Fatalf("a misspelt key in the faults file must be refused: %+v", e)
 	}
 }

@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -49,6 +51,9 @@ func parseConfig(stdin []byte) (*config, *types.Error) {
 	if c.attachmentsKey, c.attachments, err = validAttachments(top); err != nil {
 		return nil, types.NewError(types.ErrDecodingFailure, "cni-fault: "+err.Error(), "")
 	}
+	if err := c.readFaultsFile(); err != nil {
+		return nil, types.NewError(types.ErrInvalidNetworkConfig, "cni-fault: "+err.Error(), "")
+	}
 	if c.CNIVersion == "" {
 		// What skel assumes for a config without a version.
 		c.CNIVersion = "0.1.0"
@@ -69,7 +74,7 @@ func parseConfig(stdin []byte) (*config, *types.Error) {
 var cniKeys = map[string]bool{
 	"cniVersion": true, "name": true, "type": true, "args": true, "ipMasq": true, "ipam": true,
 	"dns": true, "prevResult": true, "runtimeConfig": true, "capabilities": true,
-	"journal": true, "stateDir": true, "podUID": true, "faults": true,
+	"journal": true, "stateDir": true, "podUID": true, "faults": true, "faultsFile": true,
 }
 
 // checkKeys refuses keys neither the CNI spec nor the fault defines, at the
@@ -201,4 +206,39 @@ func podUID(cniArgs string) string {
 		}
 	}
 	return ""
+}
+
+// readFaultsFile replaces the config's faults with the FaultsFile's, where
+// it exists, with the same strictness: unknown keys are refused.
+func (c *config) readFaultsFile() error {
+	if c.FaultsFile == "" {
+		return nil
+	}
+	raw, err := os.ReadFile(c.FaultsFile)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &top); err != nil {
+		return fmt.Errorf("faultsFile %s: %w", c.FaultsFile, err)
+	}
+	for k := range top {
+		if k != "faults" {
+			return fmt.Errorf("faultsFile %s: unknown key %q", c.FaultsFile, k)
+		}
+	}
+	if err := checkKeys(map[string]json.RawMessage{"faults": top["faults"]}); err != nil {
+		return fmt.Errorf("faultsFile %s: %w", c.FaultsFile, err)
+	}
+	var f struct {
+		Faults map[cniconf.Verb][]cniconf.Step `json:"faults"`
+	}
+	if err := json.Unmarshal(raw, &f); err != nil {
+		return fmt.Errorf("faultsFile %s: %w", c.FaultsFile, err)
+	}
+	c.Faults = f.Faults
+	return nil
 }

@@ -33,8 +33,15 @@ var _ = Describe("A live pod's teardown", func() {
 	withFault := func(f cniconf.Fault) cniconf.NetworkList {
 		return cniconf.NewList(sc.Network.Name, sc.Network.BridgePlugin(), f)
 	}
+	// Faults change in cni-fault's faults file, not in the conf dir: CRI-O
+	// tears down with the config cached at ADD (ocicni forEachNetwork with
+	// fromCache), so a rewritten list would never reach its DEL.
+	setFaults := func(f cniconf.Fault) {
+		Expect(sc.SetFaults(f.Faults)).To(Succeed())
+		sc.ExpectJournal(f, cniconf.VerbDel)
+	}
 	healthy := func(ctx SpecContext) {
-		sc.writeList(ctx, withFault(sc.Fault()))
+		Expect(sc.SetFaults(nil)).To(Succeed())
 	}
 	delFails := cniconf.Fail(7, "cnifault: injected DEL error")
 
@@ -45,9 +52,7 @@ var _ = Describe("A live pod's teardown", func() {
 			sc.InstallNetwork(ctx, withFault(sc.Fault()))
 		}, NodeTimeout(scenarioSetupTimeout))
 		itTearsDownAndLeavesNothing(current, func(ctx SpecContext) {
-			f := sc.Fault().On(cniconf.VerbDel, delFails)
-			sc.writeList(ctx, withFault(f))
-			sc.ExpectJournal(f, cniconf.VerbDel)
+			setFaults(sc.Fault().On(cniconf.VerbDel, delFails))
 		}, healthy)
 	})
 
@@ -58,9 +63,7 @@ var _ = Describe("A live pod's teardown", func() {
 			sc.InstallNetwork(ctx, withFault(sc.Fault()))
 		}, NodeTimeout(scenarioSetupTimeout))
 		itTearsDownAndLeavesNothing(current, func(ctx SpecContext) {
-			f := sc.Fault().On(cniconf.VerbDel, delFails.Times(1), cniconf.Pass())
-			sc.writeList(ctx, withFault(f))
-			sc.ExpectJournal(f, cniconf.VerbDel)
+			setFaults(sc.Fault().On(cniconf.VerbDel, delFails.Times(1), cniconf.Pass()))
 		}, healthy)
 	})
 

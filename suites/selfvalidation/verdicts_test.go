@@ -90,6 +90,15 @@ var containerd16 = map[string]expectation{
 	// there is no GC in it either.
 	"gc-spares-live-pods": {verdict: report.Skipped, why: "cannot use a CNI 1.1.0 list"},
 	"gc-reclaims-leak":    {verdict: report.Skipped, why: "cannot use a CNI 1.1.0 list"},
+	// A live pod (CNIResult set): Stop's teardownPodNetwork returns DEL's
+	// error (pkg/cri/server/sandbox_stop.go; 1.7 and 2.x return it when
+	// CNIResult != nil, 1.6 always), so the pod stays, whole, until a DEL
+	// passes: after the fault cleared, or on the retry after a DEL that
+	// failed once. With the conf dir empty the teardown fails with "cni
+	// plugin not initialized" until a config loads again.
+	"teardown-del-error":      {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
+	"teardown-del-error-once": {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
+	"teardown-no-cni-config":  {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
 }
 
 // containerd17 is 1.7.35: pkg/cri/server (the default CRI service; sbserver
@@ -172,6 +181,11 @@ var containerd24 = map[string]expectation{
 	// as partial-add-del-fails) with nothing to free it.
 	"gc-spares-live-pods": {verdict: report.Skipped, why: "did not invoke CNI GC"},
 	"gc-reclaims-leak":    {verdict: report.Skipped, why: "did not invoke CNI GC"},
+	// A live pod's teardown takes 1.7's path (sandbox_stop.go returns DEL's
+	// error while CNIResult is set): removed once DEL passes.
+	"teardown-del-error":      {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
+	"teardown-del-error-once": {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
+	"teardown-no-cni-config":  {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
 }
 
 // CRI-O 1.34.0 (source: $(go env GOMODCACHE)/github.com/cri-o/cri-o@v1.34.0,
@@ -229,6 +243,21 @@ var crio134 = map[string]expectation{
 	// would free the address: stuck.
 	"gc-reclaims-leak": {report.Fail, []string{"ip"}, report.ReclaimStuck,
 		"CRI-O's GC cannot reach a reservation whose ADD never succeeded: no cache entry, and bridge passes no GC to host-local"},
+	// server/sandbox_stop_linux.go stops the pod's network first and
+	// returns networkStop's error, so a failing DEL keeps the pod (its
+	// conmon, shm and netns pin too) until it passes. ocicni tears down with
+	// the config libcni cached at ADD (ocicni.go forEachNetwork, fromCache),
+	// so an empty conf dir does not stop it: removed while "faulted".
+	"teardown-del-error":      {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
+	"teardown-del-error-once": {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
+	"teardown-no-cni-config":  {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
+}
+
+// teardownRemoved is when each runtime's teardown removed the live pod
+// (report.json teardown), where it differs from after-clear.
+var teardownRemoved = map[string]map[string]string{
+	"*":         {"teardown-del-error": report.TeardownAfterClear, "teardown-del-error-once": report.TeardownWhileFaulted, "teardown-no-cni-config": report.TeardownAfterClear},
+	"crio-1.34": {"teardown-no-cni-config": report.TeardownWhileFaulted},
 }
 
 // managedRuntimes are every managed runtime, in the README matrix's order,
@@ -318,6 +347,11 @@ func describeRuntime(m *matrixRun, runtime, version string, exit int) {
 				}
 				// A fault scenario's verdict stands on the fault it saw fire;
 				// the control injects none.
+				if when, ok := teardownRemoved[runtime][id]; ok {
+					Expect(s.Teardown).To(Equal(when), "%s on %s: removed", id, runtime)
+				} else if when, ok := teardownRemoved["*"][id]; ok {
+					Expect(s.Teardown).To(Equal(when), "%s on %s: removed", id, runtime)
+				}
 				if id == "healthy-network" || want.verdict == report.Skipped {
 					Expect(s.FaultsFired).To(BeEmpty())
 				} else {
