@@ -108,6 +108,10 @@ type Fault struct {
 	FaultsFile string `json:"faultsFile,omitempty"`
 }
 
+// FaultsFileName is the base name the harness gives a FaultsFile, so that
+// `cnifault restore` can find and remove every one a killed run left.
+const FaultsFileName = "faults.json"
+
 // WriteFaults puts faults into a FaultsFile atomically: the plugin reads
 // the old set or the new one, never half of one.
 func WriteFaults(path string, faults map[Verb][]Step) error {
