@@ -45,34 +45,27 @@ var _ = Describe("A live pod's teardown", func() {
 	}
 	delFails := cniconf.Fail(7, "cnifault: injected DEL error")
 
+	// Every teardown scenario starts alike: a pod's healthy network, whose
+	// cni-fault only journals until the scenario breaks it.
+	BeforeEach(func(ctx SpecContext) {
+		sc = newScenario(ctx)
+		By("installing bridge, then cni-fault (every verb passes)")
+		sc.InstallNetwork(ctx, withFault(sc.Fault()))
+	}, NodeTimeout(scenarioSetupTimeout))
+
 	When("DEL fails after the pod started", Scenario("teardown-del-error"), Label("fault:teardown"), func() {
-		BeforeEach(func(ctx SpecContext) {
-			sc = newScenario(ctx)
-			By("installing bridge, then cni-fault (every verb passes)")
-			sc.InstallNetwork(ctx, withFault(sc.Fault()))
-		}, NodeTimeout(scenarioSetupTimeout))
 		itTearsDownAndLeavesNothing(current, func(ctx SpecContext) {
 			setFaults(sc.Fault().On(cniconf.VerbDel, delFails))
 		}, healthy)
 	})
 
 	When("DEL fails once after the pod started", Scenario("teardown-del-error-once"), Label("fault:teardown"), func() {
-		BeforeEach(func(ctx SpecContext) {
-			sc = newScenario(ctx)
-			By("installing bridge, then cni-fault (every verb passes)")
-			sc.InstallNetwork(ctx, withFault(sc.Fault()))
-		}, NodeTimeout(scenarioSetupTimeout))
 		itTearsDownAndLeavesNothing(current, func(ctx SpecContext) {
 			setFaults(sc.Fault().On(cniconf.VerbDel, delFails.Times(1), cniconf.Pass()))
 		}, healthy)
 	})
 
 	When("the CNI config dir is emptied after the pod started", Scenario("teardown-no-cni-config"), Label("fault:teardown"), func() {
-		BeforeEach(func(ctx SpecContext) {
-			sc = newScenario(ctx)
-			By("installing bridge, then cni-fault (every verb passes)")
-			sc.InstallNetwork(ctx, withFault(sc.Fault()))
-		}, NodeTimeout(scenarioSetupTimeout))
 		itTearsDownAndLeavesNothing(current, func(ctx SpecContext) {
 			sc.InstallNoNetwork(ctx)
 		}, func(ctx SpecContext) {
