@@ -1,6 +1,8 @@
 package cni_test
 
 import (
+	"cmp"
+	"context"
 	"slices"
 	"time"
 
@@ -11,15 +13,34 @@ import (
 	"github.com/cnifault/cnifault/cniconf"
 	"github.com/cnifault/cnifault/fixtures/inspect"
 	"github.com/cnifault/cnifault/fixtures/report"
+	"github.com/cnifault/cnifault/fixtures/runtimes"
 )
 
 // Kubelet's teardown, compressed in time: it retries StopPodSandbox, then
 // RemovePodSandbox, on every sync; the harness gives it teardownWindow,
-// once while the fault persists and once after it cleared.
+// once while the fault persists and once after it cleared. Each call has
+// the client deadline teardownCallTimeout, kubelet's
+// runtime-request-timeout shortened as for a hanging ADD.
 const (
-	teardownWindow   = 2 * time.Second
-	teardownInterval = 250 * time.Millisecond
+	teardownWindow      = 2 * time.Second
+	teardownInterval    = 250 * time.Millisecond
+	teardownCallTimeout = hangDeadline
+	// teardownHangWindow lets two Stops run into their deadline while DEL
+	// hangs.
+	teardownHangWindow = 2 * teardownCallTimeout
 )
+
+// teardownCase is how a scenario breaks a live pod's network and how the
+// fault clears.
+type teardownCase struct {
+	inject func(ctx SpecContext)
+	// restart, where set, runs between a Stop that failed while the fault
+	// persists and the next one (the runtime restarts).
+	restart func(ctx SpecContext)
+	clear   func(ctx SpecContext)
+	// window is each round of kubelet's teardown; teardownWindow if zero.
+	window time.Duration
+}
 
 // A pod starts on a healthy network; then its network breaks, and kubelet
 // tears it down (pods stuck Terminating while the network agent is down or
@@ -28,11 +49,12 @@ const (
 // one that removes the pod while the fault persists must leave nothing
 // either — removing it and stranding its address is what drains a pool.
 var _ = Describe("A live pod's teardown", func() {
-	var sc *scenario
+	var (
+		sc *scenario
+		// chain is the pod's healthy network; a scenario may add to it.
+		chain func() cniconf.NetworkList
+	)
 	current := func() *scenario { return sc }
-	withFault := func(f cniconf.Fault) cniconf.NetworkList {
-		return cniconf.NewList(sc.Network.Name, sc.Network.BridgePlugin(), f)
-	}
 	// Faults change in cni-fault's faults file, not in the conf dir: CRI-O
 	// tears down with the config cached at ADD (ocicni forEachNetwork with
 	// fromCache), so a rewritten list would never reach its DEL.
@@ -49,36 +71,108 @@ var _ = Describe("A live pod's teardown", func() {
 	// cni-fault only journals until the scenario breaks it.
 	BeforeEach(func(ctx SpecContext) {
 		sc = newScenario(ctx)
-		By("installing bridge, then cni-fault (every verb passes)")
-		sc.InstallNetwork(ctx, withFault(sc.Fault()))
+		chain = func() cniconf.NetworkList {
+			return cniconf.NewList(sc.Network.Name, sc.Network.BridgePlugin(), sc.Fault())
+		}
+	}, NodeTimeout(scenarioSetupTimeout))
+	JustBeforeEach(func(ctx SpecContext) {
+		By("installing the pod's network (every verb passes)")
+		sc.InstallNetwork(ctx, chain())
 	}, NodeTimeout(scenarioSetupTimeout))
 
 	When("DEL fails after the pod started", Scenario("teardown-del-error"), Label("fault:teardown"), func() {
-		itTearsDownAndLeavesNothing(current, func(ctx SpecContext) {
-			setFaults(sc.Fault().On(cniconf.VerbDel, delFails))
-		}, healthy)
+		itTearsDownAndLeavesNothing(current, teardownCase{
+			inject: func(ctx SpecContext) { setFaults(sc.Fault().On(cniconf.VerbDel, delFails)) },
+			clear:  healthy,
+		})
 	})
 
 	When("DEL fails once after the pod started", Scenario("teardown-del-error-once"), Label("fault:teardown"), func() {
-		itTearsDownAndLeavesNothing(current, func(ctx SpecContext) {
-			setFaults(sc.Fault().On(cniconf.VerbDel, delFails.Times(1), cniconf.Pass()))
-		}, healthy)
+		itTearsDownAndLeavesNothing(current, teardownCase{
+			inject: func(ctx SpecContext) { setFaults(sc.Fault().On(cniconf.VerbDel, delFails.Times(1), cniconf.Pass())) },
+			clear:  healthy,
+		})
+	})
+
+	// The network agent hangs: every DEL blocks until the client's deadline
+	// ends the call; the fault clears when the agent comes back, and the
+	// DELs it left hanging end with it.
+	When("DEL hangs past the client's deadline after the pod started", Scenario("teardown-del-hang"), Label("fault:teardown", "fault:hang"), func() {
+		itTearsDownAndLeavesNothing(current, teardownCase{
+			inject: func(ctx SpecContext) { setFaults(sc.Fault().On(cniconf.VerbDel, cniconf.Hang())) },
+			clear: func(ctx SpecContext) {
+				healthy(ctx)
+				sc.stopHungPlugins()
+			},
+			window: teardownHangWindow,
+		})
 	})
 
 	When("the CNI config dir is emptied after the pod started", Scenario("teardown-no-cni-config"), Label("fault:teardown"), func() {
-		itTearsDownAndLeavesNothing(current, func(ctx SpecContext) {
-			sc.InstallNoNetwork(ctx)
-		}, func(ctx SpecContext) {
-			sc.InstallNetwork(ctx, withFault(sc.Fault()))
+		itTearsDownAndLeavesNothing(current, teardownCase{
+			inject: func(ctx SpecContext) { sc.InstallNoNetwork(ctx) },
+			clear:  func(ctx SpecContext) { sc.InstallNetwork(ctx, chain()) },
+		})
+	})
+
+	// A CNI DaemonSet upgrade removed a binary the live pod's chain names:
+	// DEL fails on it, before the plugins that hold the pod's address. The
+	// binary is the scenario's own, in a bin dir the harness owns.
+	When("a plugin binary of the pod's chain is removed after it started", Scenario("teardown-missing-plugin-binary"), Label("fault:teardown", "managed-only"), func() {
+		BeforeEach(func() {
+			if _, managed := rt.(runtimes.Controllable); !managed {
+				Skip("the harness changes no plugin binary of an external runtime's bin dir but its own cni-fault")
+			}
+			Expect(sc.InstallVanishingPlugin()).To(Succeed())
+			chain = func() cniconf.NetworkList {
+				return cniconf.NewList(sc.Network.Name, sc.Network.BridgePlugin(),
+					cniconf.Opaque{Type: sc.VanishingPlugin()}, sc.Fault())
+			}
+		})
+
+		itTearsDownAndLeavesNothing(current, teardownCase{
+			inject: func(ctx SpecContext) {
+				Expect(sc.RemoveVanishingPlugin()).To(Succeed())
+				sc.ExpectRuntimeError(sc.VanishingPlugin())
+			},
+			clear: func(ctx SpecContext) { Expect(sc.InstallVanishingPlugin()).To(Succeed()) },
+		})
+	})
+
+	// The runtime restarts (an upgrade, an OOM kill) while the network
+	// agent is down: what it knew of the pod's network must survive, or the
+	// DEL that finally passes has nothing to release.
+	When("the runtime restarts between a failed Stop and the next one", Scenario("teardown-runtime-restart"), Label("fault:teardown", "managed-only"), func() {
+		var ctl runtimes.Controllable
+		BeforeEach(func() {
+			var ok bool
+			if ctl, ok = rt.(runtimes.Controllable); !ok {
+				Skip("the harness does not control this runtime's process (external endpoint)")
+			}
+		})
+
+		itTearsDownAndLeavesNothing(current, teardownCase{
+			inject: func(ctx SpecContext) { setFaults(sc.Fault().On(cniconf.VerbDel, delFails)) },
+			restart: func(ctx SpecContext) {
+				Expect(ctl.Crash(ctx)).To(Succeed())
+				Expect(ctl.Restart(ctx)).To(Succeed())
+			},
+			clear: healthy,
 		})
 	})
 })
 
 // itTearsDownAndLeavesNothing starts the scenario's pod, breaks its network
-// (inject), runs kubelet's teardown while the fault persists and, if the
-// pod is still there, again after clear: the pod must be gone in the end,
-// and nothing of it left at either point where it was removed.
-func itTearsDownAndLeavesNothing(current func() *scenario, inject, clear func(ctx SpecContext)) {
+// (tc.inject), runs kubelet's teardown while the fault persists (around a
+// runtime restart, tc.restart) and, if the pod is still there, again after
+// tc.clear: the pod must be gone in the end, and nothing of it left at
+// either point where it was removed.
+func itTearsDownAndLeavesNothing(current func() *scenario, tc teardownCase) {
+	window := cmp.Or(tc.window, teardownWindow)
+	timeout := scenarioTimeout
+	if tc.restart != nil {
+		timeout += runtimeRecoverTimeout
+	}
 	It("is removed while the fault persists or once it clears, and leaves nothing", func(ctx SpecContext) {
 		sc := current()
 		By("starting a pod on the healthy network")
@@ -86,11 +180,16 @@ func itTearsDownAndLeavesNothing(current func() *scenario, inject, clear func(ct
 		Expect(err).NotTo(HaveOccurred(), "the pod did not start on a healthy network")
 
 		By("breaking the pod's network")
-		inject(ctx)
+		tc.inject(ctx)
 
 		By("tearing the pod down as kubelet does, while the fault persists")
-		removed := sc.kubeletTeardown(ctx, id)
+		removed := sc.kubeletTeardown(ctx, id, window)
 		sc.ExpectFaultFired(ctx, faultFiredTimeout)
+		if !removed && tc.restart != nil {
+			By("restarting the runtime, then tearing the pod down again while the fault persists")
+			tc.restart(ctx)
+			removed = sc.kubeletTeardown(ctx, id, window)
+		}
 		left, err := inspect.Take(ctx, sc.Target())
 		Expect(err).NotTo(HaveOccurred())
 		sc.TeardownLeaks = inspect.Diff(sc.Baseline, left)
@@ -101,31 +200,39 @@ func itTearsDownAndLeavesNothing(current func() *scenario, inject, clear func(ct
 		}
 
 		By("clearing the fault, then tearing the pod down again")
-		clear(ctx)
+		tc.clear(ctx)
 		sc.Teardown = report.TeardownNever
-		if sc.kubeletTeardown(ctx, id) {
+		if sc.kubeletTeardown(ctx, id, window) {
 			sc.Teardown = report.TeardownAfterClear
 		}
 		contract.Expect(sc.Teardown).To(Equal(report.TeardownAfterClear), "kubelet's Stop and Remove did not remove the pod once the fault cleared")
 		contract.Expect(sc.Leaks(ctx)).To(BeClean())
-	}, SpecTimeout(scenarioTimeout))
+	}, SpecTimeout(timeout))
 }
 
-// kubeletTeardown retries StopPodSandbox and then RemovePodSandbox within
-// teardownWindow, as kubelet's syncs would, and reports whether the runtime
-// no longer lists the pod.
-func (sc *scenario) kubeletTeardown(ctx SpecContext, id string) bool {
+// kubeletTeardown retries StopPodSandbox and then RemovePodSandbox for
+// window, as kubelet's syncs would, each call within teardownCallTimeout,
+// and reports whether the runtime no longer lists the pod. The first
+// error is kept (StopErr): some faults show only in the runtime's words.
+func (sc *scenario) kubeletTeardown(ctx SpecContext, id string, window time.Duration) bool {
 	quiet := NewGomega(func(string, ...int) {})
-	return quiet.Eventually(func() bool {
-		if err := rt.CRI().StopPodSandbox(ctx, id); err != nil {
-			GinkgoWriter.Printf("StopPodSandbox %s: %v\n", report.Short(id), err)
+	call := func(name string, f func(context.Context, string) error) bool {
+		cctx, cancel := context.WithTimeout(ctx, teardownCallTimeout)
+		defer cancel()
+		if err := f(cctx, id); err != nil {
+			GinkgoWriter.Printf("%s %s: %v\n", name, report.Short(id), err)
+			if sc.StopErr == "" {
+				sc.StopErr = err.Error()
+			}
 			return false
 		}
-		if err := rt.CRI().RemovePodSandbox(ctx, id); err != nil {
-			GinkgoWriter.Printf("RemovePodSandbox %s: %v\n", report.Short(id), err)
+		return true
+	}
+	return quiet.Eventually(func() bool {
+		if !call("StopPodSandbox", rt.CRI().StopPodSandbox) || !call("RemovePodSandbox", rt.CRI().RemovePodSandbox) {
 			return false
 		}
 		pods, err := rt.CRI().ListPodSandboxes(ctx)
 		return err == nil && !slices.ContainsFunc(pods, func(p *runtimeapi.PodSandbox) bool { return p.GetId() == id })
-	}).WithContext(ctx).WithTimeout(teardownWindow).WithPolling(teardownInterval).Should(BeTrue())
+	}).WithContext(ctx).WithTimeout(window).WithPolling(teardownInterval).Should(BeTrue())
 }

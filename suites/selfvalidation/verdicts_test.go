@@ -99,6 +99,18 @@ var containerd16 = map[string]expectation{
 	"teardown-del-error":      {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
 	"teardown-del-error-once": {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
 	"teardown-no-cni-config":  {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
+	// Stop runs DEL on the request's context; libcni execs the plugin with
+	// exec.CommandContext (pkg/invoke/raw_exec.go), so the client's deadline
+	// kills the hung DEL and Stop fails: the pod stays whole until a DEL
+	// passes.
+	"teardown-del-hang": {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
+	// libcni's DelNetworkList fails on the missing binary ("failed to find
+	// plugin") before bridge's DEL: the same teardown error as a DEL error.
+	"teardown-missing-plugin-binary": {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
+	// The sandbox's metadata (netns path, CNI result) is in containerd's
+	// store, so the restarted daemon's Stop runs the same DEL, which fails
+	// until the fault clears, then releases everything.
+	"teardown-runtime-restart": {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
 }
 
 // containerd17 is 1.7.35: pkg/cri/server (the default CRI service; sbserver
@@ -186,6 +198,13 @@ var containerd24 = map[string]expectation{
 	"teardown-del-error":      {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
 	"teardown-del-error-once": {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
 	"teardown-no-cni-config":  {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
+	// As on 1.6: the request's deadline kills the hung DEL (libcni
+	// exec.CommandContext), a missing binary fails DelNetworkList, and the
+	// restarted daemon recovers the sandbox with its CNI result
+	// (internal/cri/server/restart.go), so Stop fails until a DEL passes.
+	"teardown-del-hang":              {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
+	"teardown-missing-plugin-binary": {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
+	"teardown-runtime-restart":       {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
 }
 
 // CRI-O 1.34.0 (source: $(go env GOMODCACHE)/github.com/cri-o/cri-o@v1.34.0,
@@ -251,12 +270,22 @@ var crio134 = map[string]expectation{
 	"teardown-del-error":      {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
 	"teardown-del-error-once": {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
 	"teardown-no-cni-config":  {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
+	// A hung DEL holds networkStop past the client's deadline, and Stop
+	// fails with the pod kept, as for any DEL error; the cached
+	// chain still names the removed binary, so DEL fails on it until it is
+	// back; the restarted CRI-O restores the sandbox from its state and
+	// tears it down with the same cached chain once DEL passes.
+	"teardown-del-hang":              {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
+	"teardown-missing-plugin-binary": {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
+	"teardown-runtime-restart":       {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
 }
 
 // teardownRemoved is when each runtime's teardown removed the live pod
 // (report.json teardown), where it differs from after-clear.
 var teardownRemoved = map[string]map[string]string{
-	"*":         {"teardown-del-error": report.TeardownAfterClear, "teardown-del-error-once": report.TeardownWhileFaulted, "teardown-no-cni-config": report.TeardownAfterClear},
+	"*": {"teardown-del-error": report.TeardownAfterClear, "teardown-del-error-once": report.TeardownWhileFaulted,
+		"teardown-no-cni-config": report.TeardownAfterClear, "teardown-del-hang": report.TeardownAfterClear,
+		"teardown-missing-plugin-binary": report.TeardownAfterClear, "teardown-runtime-restart": report.TeardownAfterClear},
 	"crio-1.34": {"teardown-no-cni-config": report.TeardownWhileFaulted},
 }
 
