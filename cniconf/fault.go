@@ -96,10 +96,13 @@ func (s Step) Times(n int) Step {
 // Journal and StateDir must be absolute: the plugin runs with the runtime's
 // working directory, and a relative path would scatter files there.
 type Fault struct {
-	Journal  string          `json:"journal"`
-	StateDir string          `json:"stateDir"`
-	PodUID   string          `json:"podUID,omitempty"`
-	Faults   map[Verb][]Step `json:"faults,omitempty"`
+	Journal  string `json:"journal"`
+	StateDir string `json:"stateDir"`
+	PodUID   string `json:"podUID,omitempty"`
+	// PodUIDs are more pods the fault fires for, beside PodUID: a storm's
+	// pods, each counted on its own.
+	PodUIDs []string        `json:"podUIDs,omitempty"`
+	Faults  map[Verb][]Step `json:"faults,omitempty"`
 	// FaultsFile, where set and present, holds the faults instead of
 	// Faults ({"faults": {...}}), read at every invocation: a fault a
 	// scenario changes while a pod lives must reach a runtime that tears
@@ -130,6 +133,15 @@ func WriteFaults(path string, faults map[Verb][]Step) error {
 
 // PluginType implements Plugin.
 func (Fault) PluginType() string { return FaultPluginType }
+
+// Targets reports whether the fault fires for pod: every pod when neither
+// PodUID nor PodUIDs names one, else the pods they name.
+func (f Fault) Targets(pod string) bool {
+	if f.PodUID == "" && len(f.PodUIDs) == 0 {
+		return true
+	}
+	return f.PodUID == pod || slices.Contains(f.PodUIDs, pod)
+}
 
 // On returns a copy of f whose sequence for v is steps; no steps removes the
 // verb, which then always passes. The receiver is left untouched so a base

@@ -34,7 +34,7 @@ func handler(verb cniconf.Verb) func(*skel.CmdArgs) error {
 		// STATUS and GC concern the whole node and carry no pod, so pod
 		// targeting cannot apply to them.
 		nodeVerb := verb == cniconf.VerbStatus || verb == cniconf.VerbGC
-		targeted := nodeVerb || conf.PodUID == "" || conf.PodUID == pod
+		targeted := nodeVerb || conf.Targets(pod)
 
 		n := -1
 		if conf.StateDir != "" {

@@ -74,7 +74,7 @@ func parseConfig(stdin []byte) (*config, *types.Error) {
 var cniKeys = map[string]bool{
 	"cniVersion": true, "name": true, "type": true, "args": true, "ipMasq": true, "ipam": true,
 	"dns": true, "prevResult": true, "runtimeConfig": true, "capabilities": true,
-	"journal": true, "stateDir": true, "podUID": true, "faults": true, "faultsFile": true,
+	"journal": true, "stateDir": true, "podUID": true, "podUIDs": true, "faults": true, "faultsFile": true,
 }
 
 // checkKeys refuses keys neither the CNI spec nor the fault defines, at the

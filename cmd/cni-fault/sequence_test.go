@@ -161,3 +161,28 @@ func TestConcurrentInvocationsCountExactly(t *testing.T) {
 		assertCounter(t, h, "pod-a-ADD", 8)
 	}
 }
+
+// A storm's pods are all targets, each with its own sequence; a pod
+// neither field names passes untouched.
+func TestEveryPodOfPodUIDsIsATargetOnItsOwnCount(t *testing.T) {
+	h := newHarness(t)
+	h.fault.PodUID = "pod-a"
+	h.fault.PodUIDs = []string{"pod-b", "pod-c"}
+	h.fault = h.fault.On(cniconf.VerbAdd, cniconf.Fail(7, "injected").Times(1), cniconf.Pass())
+	for _, pod := range []string{"pod-a", "pod-b", "pod-c"} {
+		if e := h.run(cniconf.VerbAdd, pod).cniError(t); e.Code != 7 {
+			t.Fatalf("first ADD of %s: %+v", pod, e)
+		}
+	}
+	h.run(cniconf.VerbAdd, "pod-b").passed(t)
+	h.run(cniconf.VerbAdd, "pod-d").passed(t)
+	var targeted []string
+	for _, e := range h.journal() {
+		if e.Targeted {
+			targeted = append(targeted, e.PodUID)
+		}
+	}
+	if want := []string{"pod-a", "pod-b", "pod-c", "pod-b"}; !slices.Equal(targeted, want) {
+		t.Errorf("targeted %v, want %v", targeted, want)
+	}
+}

@@ -11,6 +11,11 @@ const (
 	// hangDeadline is the client's RunPodSandbox deadline while ADD hangs:
 	// kubelet's runtime-request-timeout, shortened.
 	hangDeadline = 3 * time.Second
+	// repeatHangDeadline is the deadline of scenarios that wait out a hang
+	// more than once (a storm's two rounds, a teardown's retries): short,
+	// yet long enough for a runtime busy with a storm of pods to reach
+	// ADD before it.
+	repeatHangDeadline = 2 * time.Second
 	// hangSettleWindow is how long after the deadline the runtime may take
 	// to finish its own cleanup before a leftover counts as a leak: a
 	// runtime keeps working on a call whose client gave up.

@@ -24,7 +24,7 @@ import (
 const (
 	teardownWindow      = 2 * time.Second
 	teardownInterval    = 250 * time.Millisecond
-	teardownCallTimeout = hangDeadline
+	teardownCallTimeout = repeatHangDeadline
 	// teardownHangWindow lets two Stops run into their deadline while DEL
 	// hangs.
 	teardownHangWindow = 2 * teardownCallTimeout
@@ -182,8 +182,14 @@ func itTearsDownAndLeavesNothing(current func() *scenario, tc teardownCase) {
 		By("breaking the pod's network")
 		tc.inject(ctx)
 
-		By("tearing the pod down as kubelet does, while the fault persists")
-		removed := sc.kubeletTeardown(ctx, id, window)
+		var removed bool
+		if tc.restart == nil {
+			By("tearing the pod down as kubelet does, while the fault persists")
+			removed = sc.kubeletTeardown(ctx, id, window)
+		} else {
+			By("stopping the pod once, while the fault persists")
+			removed = sc.kubeletTeardownOnce(ctx, id)
+		}
 		sc.ExpectFaultFired(ctx, faultFiredTimeout)
 		if !removed && tc.restart != nil {
 			By("restarting the runtime, then tearing the pod down again while the fault persists")
@@ -212,10 +218,18 @@ func itTearsDownAndLeavesNothing(current func() *scenario, tc teardownCase) {
 
 // kubeletTeardown retries StopPodSandbox and then RemovePodSandbox for
 // window, as kubelet's syncs would, each call within teardownCallTimeout,
-// and reports whether the runtime no longer lists the pod. The first
-// error is kept (StopErr): some faults show only in the runtime's words.
+// and reports whether the runtime no longer lists the pod.
 func (sc *scenario) kubeletTeardown(ctx SpecContext, id string, window time.Duration) bool {
 	quiet := NewGomega(func(string, ...int) {})
+	return quiet.Eventually(func() bool { return sc.kubeletTeardownOnce(ctx, id) }).
+		WithContext(ctx).WithTimeout(window).WithPolling(teardownInterval).Should(BeTrue())
+}
+
+// kubeletTeardownOnce is one sync's StopPodSandbox and RemovePodSandbox,
+// each within teardownCallTimeout: whether the runtime no longer lists the
+// pod after them. The first error is kept (StopErr): some faults show only
+// in the runtime's words.
+func (sc *scenario) kubeletTeardownOnce(ctx SpecContext, id string) bool {
 	call := func(name string, f func(context.Context, string) error) bool {
 		cctx, cancel := context.WithTimeout(ctx, teardownCallTimeout)
 		defer cancel()
@@ -228,11 +242,9 @@ func (sc *scenario) kubeletTeardown(ctx SpecContext, id string, window time.Dura
 		}
 		return true
 	}
-	return quiet.Eventually(func() bool {
-		if !call("StopPodSandbox", rt.CRI().StopPodSandbox) || !call("RemovePodSandbox", rt.CRI().RemovePodSandbox) {
-			return false
-		}
-		pods, err := rt.CRI().ListPodSandboxes(ctx)
-		return err == nil && !slices.ContainsFunc(pods, func(p *runtimeapi.PodSandbox) bool { return p.GetId() == id })
-	}).WithContext(ctx).WithTimeout(window).WithPolling(teardownInterval).Should(BeTrue())
+	if !call("StopPodSandbox", rt.CRI().StopPodSandbox) || !call("RemovePodSandbox", rt.CRI().RemovePodSandbox) {
+		return false
+	}
+	pods, err := rt.CRI().ListPodSandboxes(ctx)
+	return err == nil && !slices.ContainsFunc(pods, func(p *runtimeapi.PodSandbox) bool { return p.GetId() == id })
 }

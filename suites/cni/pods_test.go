@@ -1,0 +1,83 @@
+package cni_test
+
+import (
+	"sync"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/cnifault/cnifault/fixtures/report"
+	"github.com/cnifault/cnifault/fixtures/verdict"
+)
+
+// RunPodsAtOnceE calls RunPodSandbox for the scenario's pods numbered
+// pods, all at once, at kubelet's attempt number attempt, each with the
+// client deadline d, and returns each call's error in pods' order. A pod
+// that did start is stopped and removed after the spec.
+func (sc *scenario) RunPodsAtOnceE(ctx SpecContext, d time.Duration, attempt uint32, pods []int) []error {
+	GinkgoHelper()
+	sc.takeBaseline(ctx)
+	if sc.RunStarted.IsZero() {
+		sc.RunStarted = time.Now()
+	}
+	errs := make([]error, len(pods))
+	ids := make([]string, len(pods))
+	var wg sync.WaitGroup
+	for i, k := range pods {
+		wg.Go(func() {
+			defer GinkgoRecover()
+			ids[i], errs[i] = sc.RunPod(ctx, d, sc.PodConfigOf(k, attempt))
+		})
+	}
+	wg.Wait()
+	for _, id := range ids {
+		if id != "" {
+			DeferCleanup(func(ctx SpecContext) {
+				_ = rt.CRI().StopPodSandbox(ctx, id)
+				_ = rt.CRI().RemovePodSandbox(ctx, id)
+			}, NodeTimeout(2*criCallTimeout))
+		}
+	}
+	return errs
+}
+
+// podRange is the pod numbers from..to-1.
+func podRange(from, to int) []int {
+	var out []int
+	for k := from; k < to; k++ {
+		out = append(out, k)
+	}
+	return out
+}
+
+// failed counts the calls that returned an error.
+func failed(errs []error) int {
+	n := 0
+	for _, err := range errs {
+		if err != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// kubeletRemovesFailedSandboxes stops and removes every sandbox the
+// scenario's failed calls left, as kubelet's next syncs do, retrying for
+// teardownWindow while the runtime still lists one.
+func (sc *scenario) kubeletRemovesFailedSandboxes(ctx SpecContext) {
+	quiet := NewGomega(func(string, ...int) {})
+	quiet.Eventually(func() int {
+		if err := sc.StopAndRemoveLeftovers(ctx); err != nil {
+			GinkgoWriter.Printf("kubelet's teardown: %v\n", err)
+		}
+		return sc.ReclaimSandboxes
+	}).WithContext(ctx).WithTimeout(teardownWindow).WithPolling(teardownInterval).Should(BeZero())
+}
+
+// leakCounts counts what the scenario left now, by kind (the settling
+// kinds given their window, as Leaks does).
+func (sc *scenario) leakCounts(ctx SpecContext) map[string]int {
+	GinkgoHelper()
+	return report.CountKinds(verdict.Leaks(sc.Leaks(ctx).Leaks))
+}

@@ -1,0 +1,137 @@
+package cni_test
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/cnifault/cnifault/cniconf"
+	"github.com/cnifault/cnifault/fixtures/report"
+	"github.com/cnifault/cnifault/fixtures/verdict"
+)
+
+// stormCase is how a storm scenario's pods fail and how the fault clears.
+type stormCase struct {
+	// deadline is each RunPodSandbox's client deadline.
+	deadline time.Duration
+	// settle is how long what the runtime still cleans up after a call its
+	// client gave up on may take to go (0: the settling kinds' window, as
+	// Leaks has it).
+	settle time.Duration
+	clear  func(ctx SpecContext)
+}
+
+// A node boots, or a rollout lands, and kubelet starts many pods at once
+// under one fault. Each failure alone is judged by its single scenario;
+// a storm adds races — in sandbox name reservation, IPAM locking, netns
+// cleanup — which show as more leaks or fewer than that many single
+// failures leave, or as a pod that cannot be retried.
+var _ = Describe("RunPodSandbox for many pods at once", func() {
+	var sc *scenario
+	current := func() *scenario { return sc }
+	healthy := func(ctx SpecContext) { Expect(sc.SetFaults(nil)).To(Succeed()) }
+
+	// Every storm has one pod that fails alone first, then the storm's.
+	BeforeEach(func(ctx SpecContext) {
+		sc = newScenario(ctx)
+		sc.Pods = 1 + tc.StormPods
+	}, NodeTimeout(scenarioSetupTimeout))
+
+	When("a later plugin fails ADD and DEL for every pod", Scenario("storm-partial-add-del-fails"), Label("fault:storm"), func() {
+		BeforeEach(func(ctx SpecContext) {
+			By("installing bridge, then cni-fault (ADD: error, DEL: error, for every pod)")
+			sc.InstallNetwork(ctx, cniconf.NewList(sc.Network.Name, sc.Network.BridgePlugin(), sc.Fault().
+				On(cniconf.VerbAdd, cniconf.Fail(7, "cnifault: injected ADD error after bridge")).
+				On(cniconf.VerbDel, cniconf.Fail(7, "cnifault: injected DEL error"))))
+		}, NodeTimeout(scenarioSetupTimeout))
+		itLeavesWhatSingleFailuresLeave(current, stormCase{deadline: criCallTimeout, clear: healthy})
+	})
+
+	When("the CNI config dir is empty", Scenario("storm-no-cni-config"), Label("fault:storm"), func() {
+		BeforeEach(func(ctx SpecContext) {
+			By("emptying the conf dir until the runtime reports NetworkReady=false")
+			sc.InstallNoNetwork(ctx)
+		}, NodeTimeout(scenarioSetupTimeout))
+		itLeavesWhatSingleFailuresLeave(current, stormCase{deadline: mayBlockCallTimeout, clear: func(ctx SpecContext) {
+			sc.InstallNetwork(ctx, cniconf.BridgeList(sc.Network))
+		}})
+	})
+
+	When("ADD hangs past the client's deadline for every pod", Scenario("storm-add-hang"), Label("fault:storm", "fault:hang"), func() {
+		BeforeEach(func(ctx SpecContext) {
+			By("installing bridge, then cni-fault (ADD: hang once per pod, then pass)")
+			sc.InstallHangingAdd(ctx)
+		}, NodeTimeout(scenarioSetupTimeout))
+		itLeavesWhatSingleFailuresLeave(current, stormCase{deadline: repeatHangDeadline, settle: hangSettleWindow,
+			clear: func(ctx SpecContext) { sc.stopHungPlugins() }})
+	})
+})
+
+// itLeavesWhatSingleFailuresLeave runs one pod alone under the fault, then
+// the storm's pods at once: what the storm left must be, kind by kind, its
+// pod count times what the one left; and once the fault cleared and
+// kubelet's teardown ran, every storm pod must start.
+func itLeavesWhatSingleFailuresLeave(current func() *scenario, st stormCase) {
+	It("leaves exactly what as many single failures leave, and every pod starts once the fault clears", func(ctx SpecContext) {
+		sc := current()
+		storm := sc.Pods - 1
+		By("running one pod alone under the fault")
+		errs := sc.RunPodsAtOnceE(ctx, st.deadline, 0, []int{0})
+		sc.ExpectFaultFired(ctx, faultFiredTimeout)
+		contract.Expect(errs[0]).To(HaveOccurred(), "RunPodSandbox succeeded despite the fault")
+		single := sc.settledCounts(ctx, st.settle, nil)
+
+		By(fmt.Sprintf("running %d pods at once under the fault", storm))
+		errs = sc.RunPodsAtOnceE(ctx, st.deadline, 0, podRange(1, sc.Pods))
+		contract.Expect(failed(errs)).To(Equal(storm), "RunPodSandbox succeeded despite the fault: %v", errs)
+		want := map[string]int{}
+		for kind, n := range single {
+			want[kind] = (1 + storm) * n
+		}
+		total := sc.settledCounts(ctx, st.settle, want)
+		left := map[string]int{}
+		for kind, n := range total {
+			if n -= single[kind]; n != 0 {
+				left[kind] = n
+			}
+		}
+		sc.Storm = &report.Storm{Pods: storm, Single: single, Left: left}
+		contract.Expect(stormReport{sc.ID, *sc.Storm}).To(LeaveWhatSingleFailuresLeave())
+
+		By("clearing the fault, then tearing the failed sandboxes down as kubelet does")
+		st.clear(ctx)
+		sc.kubeletRemovesFailedSandboxes(ctx)
+
+		By("retrying every pod of the storm")
+		errs = sc.RunPodsAtOnceE(ctx, criCallTimeout, 1, podRange(1, sc.Pods))
+		sc.Storm.Retried = storm - failed(errs)
+		contract.Expect(sc.Storm.Retried).To(Equal(storm), "pods of the storm that could not be retried: %v", errors.Join(errs...))
+	}, SpecTimeout(scenarioTimeout))
+}
+
+// settledCounts counts what the scenario left, by kind, once what the
+// runtime still cleans up has gone: without settle as Leaks has it; with
+// it, polling inventories for up to settle until the counts are want (nil:
+// nothing), and the last ones.
+func (sc *scenario) settledCounts(ctx SpecContext, settle time.Duration, want map[string]int) map[string]int {
+	GinkgoHelper()
+	if settle == 0 {
+		return sc.leakCounts(ctx)
+	}
+	if want == nil {
+		want = map[string]int{}
+	}
+	var counts map[string]int
+	quiet := NewGomega(func(string, ...int) {})
+	quiet.Eventually(func(g Gomega) {
+		g.Expect(sc.Inventory(ctx)).To(Succeed())
+		counts = report.CountKinds(verdict.Leaks(sc.Scenario.Leaks))
+		g.Expect(counts).To(Equal(want))
+	}).WithContext(ctx).WithTimeout(settle).WithPolling(250 * time.Millisecond).Should(Succeed())
+	Expect(sc.Inventory(ctx)).To(Succeed(), "taking the inventory")
+	sc.FinishInspection(sc.journal)
+	return report.CountKinds(verdict.Leaks(sc.Scenario.Leaks))
+}
