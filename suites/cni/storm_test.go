@@ -40,7 +40,7 @@ var _ = Describe("RunPodSandbox for many pods at once", func() {
 		sc.Pods = 1 + tc.StormPods
 	}, NodeTimeout(scenarioSetupTimeout))
 
-	When("a later plugin fails ADD and DEL for every pod", Scenario("storm-partial-add-del-fails"), Label("fault:storm"), func() {
+	When("many pods start at once while a later plugin fails ADD and DEL", Scenario("storm-partial-add-del-fails"), Label("fault:storm"), func() {
 		BeforeEach(func(ctx SpecContext) {
 			By("installing bridge, then cni-fault (ADD: error, DEL: error, for every pod)")
 			sc.InstallNetwork(ctx, cniconf.NewList(sc.Network.Name, sc.Network.BridgePlugin(), sc.Fault().
@@ -50,7 +50,7 @@ var _ = Describe("RunPodSandbox for many pods at once", func() {
 		itLeavesWhatSingleFailuresLeave(current, stormCase{deadline: criCallTimeout, clear: healthy})
 	})
 
-	When("the CNI config dir is empty", Scenario("storm-no-cni-config"), Label("fault:storm"), func() {
+	When("many pods start at once while the CNI config dir is empty", Scenario("storm-no-cni-config"), Label("fault:storm"), func() {
 		BeforeEach(func(ctx SpecContext) {
 			By("emptying the conf dir until the runtime reports NetworkReady=false")
 			sc.InstallNoNetwork(ctx)
@@ -60,7 +60,7 @@ var _ = Describe("RunPodSandbox for many pods at once", func() {
 		}})
 	})
 
-	When("ADD hangs past the client's deadline for every pod", Scenario("storm-add-hang"), Label("fault:storm", "fault:hang"), func() {
+	When("many pods start at once while ADD hangs past the client's deadline", Scenario("storm-add-hang"), Label("fault:storm", "fault:hang"), func() {
 		BeforeEach(func(ctx SpecContext) {
 			By("installing bridge, then cni-fault (ADD: hang once per pod, then pass)")
 			sc.InstallHangingAdd(ctx)

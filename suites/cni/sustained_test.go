@@ -18,7 +18,7 @@ import (
 // fraction of kubelet's 10–15 s between attempts.
 const (
 	sustainedHangDeadline = 1500 * time.Millisecond
-	sustainedSettleWindow = 5 * time.Second
+	sustainedSettleWindow = 3 * time.Second
 )
 
 // sustainedCase is how each attempt of a sustained scenario fails.

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -111,6 +112,30 @@ var containerd16 = map[string]expectation{
 	// store, so the restarted daemon's Stop runs the same DEL, which fails
 	// until the fault clears, then releases everything.
 	"teardown-runtime-restart": {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
+	// A storm is judged against its single failures: each pod's failure
+	// takes partial-add-del-fails' or no-cni-config's path alone
+	// (reserveSandboxName keeps names apart, host-local locks its dataDir),
+	// so sixteen at once keep sixteen of each, and once the fault cleared
+	// kubelet's Stop passes DEL and Remove frees everything. (The reclaim
+	// after a storm runs with the fault cleared.)
+	"storm-partial-add-del-fails": {report.Pass, []string{"ip", "link", "netns", "sandbox"}, report.ReclaimReclaimed,
+		"sixteen NotReady sandboxes with netns, veth and address: sixteen times partial-add-del-fails"},
+	"storm-no-cni-config": {report.Pass, []string{"netns", "sandbox"}, report.ReclaimReclaimed,
+		"sixteen times no-cni-config's NotReady sandbox and netns"},
+	// The deadline cancels the request's context: libcni kills each hung
+	// ADD and the deferred teardown's DEL passes, as in add-hang-deadline.
+	"storm-add-hang": {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
+	// Every attempt keeps its NotReady sandbox with netns, veth and address
+	// (cleanupErr), and kubelet's Stop fails on the same DEL each time: one
+	// of each per attempt, as the issue measured with kubelet (61 failed
+	// StopPodSandbox calls, everything left after the pod was deleted).
+	"sustained-partial-add-del-fails": {report.Fail, []string{"ip", "link", "netns", "sandbox"}, report.ReclaimStuck,
+		"every attempt keeps a NotReady sandbox, netns, veth and address that Stop cannot release while DEL fails"},
+	"sustained-add-hang": {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
+	// The early attempts' NotReady sandboxes are stopped once the config
+	// has loaded: teardownPodNetwork's DEL passes, the netns goes, Remove
+	// deletes them; the retried pods (attempt 1) start.
+	"late-cni-config": {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
 }
 
 // containerd17 is 1.7.35: pkg/cri/server (the default CRI service; sbserver
@@ -131,6 +156,11 @@ var containerd17 = with(containerd16, map[string]expectation{
 		"as no-cni-config: the config fails to load, CNI is uninitialized, Stop ignores the teardown error"},
 	"missing-plugin-binary": {report.Fail, []string{"ip", "link", "netns", "sandbox"}, report.ReclaimStuck,
 		"Stop ignores DEL's error (CNIResult nil) and removes netns and sandbox, but DEL stopped at the missing binary, so host-local's address is never released"},
+	// kubelet's Stop of each failed attempt ignores DEL's error (CNIResult
+	// nil) and removes netns, veth and sandbox: only the address that DEL
+	// never reached stays, one per attempt.
+	"sustained-partial-add-del-fails": {report.Fail, []string{"ip"}, report.ReclaimStuck,
+		"Stop ignores the failed DEL and removes the sandbox, stranding one host-local address per attempt"},
 })
 
 // with is base with some scenarios' expectations replaced.
@@ -205,6 +235,19 @@ var containerd24 = map[string]expectation{
 	"teardown-del-hang":              {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
 	"teardown-missing-plugin-binary": {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
 	"teardown-runtime-restart":       {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
+	// Sixteen times issue 12130's one stranded address, nothing else; and
+	// sixteen times no-cni-config's nothing.
+	"storm-partial-add-del-fails": {report.Pass, []string{"ip"}, report.ReclaimStuck,
+		"sixteen stranded addresses: sixteen times partial-add-del-fails (issue 12130)"},
+	"storm-no-cni-config": {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
+	"storm-add-hang":      {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
+	// Issue 12130 on every retry: one address per attempt and no sandbox
+	// left to reclaim it, a /24 drained in under an hour at kubelet's
+	// 10–15 s (the issue measured 15 addresses in 3 minutes with kubelet).
+	"sustained-partial-add-del-fails": {report.Fail, []string{"ip"}, report.ReclaimStuck,
+		"issue 12130 on every retry: one stranded address per attempt"},
+	"sustained-add-hang": {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
+	"late-cni-config":    {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
 }
 
 // CRI-O 1.34.0 (source: $(go env GOMODCACHE)/github.com/cri-o/cri-o@v1.34.0,
@@ -278,6 +321,26 @@ var crio134 = map[string]expectation{
 	"teardown-del-hang":              {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
 	"teardown-missing-plugin-binary": {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
 	"teardown-runtime-restart":       {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
+	// Sixteen times partial-add-del-fails' stranded address; sixteen calls
+	// held in waitForCNIPlugin that made nothing; sixteen times
+	// add-hang-deadline's netns pin, shm, veth and address, held while
+	// networkStart's own context outlives each deadline and released once
+	// the hung plugins are killed (the reclaim runs with the fault cleared).
+	"storm-partial-add-del-fails": {report.Pass, []string{"ip"}, report.ReclaimStuck,
+		"sixteen stranded addresses: sixteen times partial-add-del-fails"},
+	"storm-no-cni-config": {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
+	"storm-add-hang": {report.Pass, []string{"ip", "link", "mount", "netns"}, report.ReclaimReclaimed,
+		"sixteen times add-hang-deadline's held netns, shm, veth and address"},
+	"sustained-partial-add-del-fails": {report.Fail, []string{"ip"}, report.ReclaimStuck,
+		"partial-add-del-fails on every retry: one stranded address per attempt"},
+	// The first attempt's ADD hangs on networkStart's own context; each
+	// later attempt (a new sandbox name) pins a netns and mounts its shm
+	// but never reaches ADD (the journal holds one), and kubelet's Stop
+	// and Remove release neither: one netns and one shm mount per attempt
+	// for as long as the plugin hangs.
+	"sustained-add-hang": {report.Fail, []string{"ip", "link", "mount", "netns"}, report.ReclaimStuck,
+		"every attempt behind a hung ADD keeps its netns pin and shm mount"},
+	"late-cni-config": {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
 }
 
 // teardownRemoved is when each runtime's teardown removed the live pod
@@ -287,6 +350,17 @@ var teardownRemoved = map[string]map[string]string{
 		"teardown-no-cni-config": report.TeardownAfterClear, "teardown-del-hang": report.TeardownAfterClear,
 		"teardown-missing-plugin-binary": report.TeardownAfterClear, "teardown-runtime-restart": report.TeardownAfterClear},
 	"crio-1.34": {"teardown-no-cni-config": report.TeardownWhileFaulted},
+}
+
+// sustainedGrowth is, per runtime ("*" for any not listed), the kinds of
+// leak that grow with kubelet's attempts in each sustained scenario and by
+// how many per attempt; a kind not listed must not grow. Where addresses
+// grow, the report must carry the time to drain the scenario's /24.
+var sustainedGrowth = map[string]map[string]map[string]float64{
+	"*": {"sustained-partial-add-del-fails": {"ip": 1}, "sustained-add-hang": {}},
+	"containerd-1.6": {"sustained-partial-add-del-fails": {"ip": 1, "link": 1, "netns": 1, "sandbox": 1},
+		"sustained-add-hang": {}},
+	"crio-1.34": {"sustained-partial-add-del-fails": {"ip": 1}, "sustained-add-hang": {"mount": 1, "netns": 1}},
 }
 
 // managedRuntimes are every managed runtime, in the README matrix's order,
@@ -312,6 +386,8 @@ var delAfterAddOverride = map[string]map[string]*bool{
 		"add-hang-deadline": new(false),
 		// The restarted daemon forgot the sandbox and never sends DEL.
 		"runtime-killed-mid-add": new(false),
+		"storm-add-hang":         new(false),
+		"sustained-add-hang":     new(false),
 	},
 }
 
@@ -321,6 +397,7 @@ var observed = []string{
 	"missing-plugin-binary", "add-error", "add-exit-no-output", "add-garbage-result", "add-crash",
 	"partial-add", "partial-add-del-fails", "partial-add-del-fails-once", "ipam-exhausted",
 	"add-hang-deadline", "runtime-killed-mid-add", "gc-reclaims-leak",
+	"storm-partial-add-del-fails", "storm-add-hang", "sustained-partial-add-del-fails", "sustained-add-hang",
 }
 
 // describeRuntime declares the pinned verdicts of one managed runtime, from
@@ -359,6 +436,7 @@ func describeRuntime(m *matrixRun, runtime, version string, exit int) {
 				s := r.Report.Scenario(id)
 				Expect(s).NotTo(BeNil(), "scenario %s missing from the report", id)
 				Expect(s.Verdict).To(Equal(want.verdict), "%s on %s (%s): %+v\nsuite output:\n%s", id, runtime, want.why, *s, r.Output)
+				Expect(s.Kubelet).NotTo(BeEmpty(), "%s: the report does not say which kubelet behaviour it models", id)
 				if want.verdict == report.Skipped {
 					// A finding about the runtime, not a harness error: the
 					// reason names it. What the scenario saw before it
@@ -380,6 +458,18 @@ func describeRuntime(m *matrixRun, runtime, version string, exit int) {
 					Expect(s.Teardown).To(Equal(when), "%s on %s: removed", id, runtime)
 				} else if when, ok := teardownRemoved["*"][id]; ok {
 					Expect(s.Teardown).To(Equal(when), "%s on %s: removed", id, runtime)
+				}
+				growth, ok := sustainedGrowth[runtime]
+				if !ok {
+					growth = sustainedGrowth["*"]
+				}
+				if want, ok := growth[id]; ok {
+					expectSustained(s, want)
+				}
+				if strings.HasPrefix(id, "storm-") {
+					Expect(s.Storm).NotTo(BeNil(), "%s: no storm in the report", id)
+					Expect(s.Storm.Mismatches()).To(BeEmpty(), "%s on %s", id, runtime)
+					Expect(s.Storm.Retried).To(Equal(s.Storm.Pods), "%s on %s: retried", id, runtime)
 				}
 				if id == "healthy-network" || want.verdict == report.Skipped {
 					Expect(s.FaultsFired).To(BeEmpty())
@@ -536,4 +626,27 @@ func (m *matrixRun) of(runtime string) run {
 		}
 	}
 	return r
+}
+
+// expectSustained checks a sustained scenario's growth per kind against
+// want, and that an address that grows comes with the time to drain the
+// range at kubelet's retry.
+func expectSustained(s *report.Scenario, want map[string]float64) {
+	GinkgoHelper()
+	Expect(s.Sustained).NotTo(BeNil(), "%s: no sustained result in the report", s.ID)
+	got := map[string]float64{}
+	for _, g := range s.Sustained.Growth {
+		if g.PerAttempt != 0 {
+			got[g.Kind] = g.PerAttempt
+		}
+	}
+	Expect(got).To(Equal(want), "%s: growth per attempt", s.ID)
+	Expect(s.Sustained.Attempts).To(BeNumerically(">=", 2))
+	if want[report.AddressKind] > 0 {
+		Expect(s.Sustained.Exhaustion).NotTo(BeNil(), "%s: addresses grow but no exhaustion estimate", s.ID)
+		Expect(s.Sustained.Exhaustion.Addresses).To(Equal(253))
+		Expect(s.Sustained.Exhaustion.Seconds).To(BeNumerically(">", 0))
+	} else {
+		Expect(s.Sustained.Exhaustion).To(BeNil())
+	}
 }

@@ -1,0 +1,55 @@
+package cni_test
+
+import (
+	"slices"
+
+	"github.com/cnifault/cnifault/fixtures/report"
+)
+
+// What each scenario's calls stand for in a real kubelet (report.json
+// "kubelet"): the calls, in kubelet's order, compressed in time.
+const (
+	modelFirstAttempt = "kubelet's first RunPodSandbox of a pod (attempt 0); the reclaim then stops and removes " +
+		"every sandbox the failed call left, as kubelet's next syncs do (every 500 ms for 2 s), with the fault in place"
+	modelRestartAfterKill = "kubelet's RunPodSandbox while the runtime is killed; once it restarts, kubelet's Stop and Remove " +
+		"of every sandbox the dead call left"
+	modelStatus = "kubelet's runtime Status poll (every 5 s), whose NetworkReady gates new pods, and a pod's life " +
+		"(RunPodSandbox, StopPodSandbox, RemovePodSandbox) beside it"
+	modelGC = "kubelet keeps its pods running or deleted while the runtime runs CNI GC on its own"
+	// The teardown window and interval are teardownWindow and
+	// teardownInterval; the deadline teardownCallTimeout.
+	modelTeardown = "kubelet deleting a running pod: StopPodSandbox, then RemovePodSandbox, on every sync " +
+		"(every 250 ms for 2 s, each call within 2 s), while the fault persists and again once it clears"
+	modelTeardownRestart = modelTeardown + "; the runtime is killed and restarted after the first failed Stop"
+	modelStorm           = "kubelet starting many pods at once (a node boot, a rollout): RunPodSandbox of each at attempt 0 " +
+		"at the same time; once the fault clears, Stop and Remove of every failed sandbox, then RunPodSandbox of each at attempt 1"
+	modelSustained  = report.KubeletRetryModel + "; here each attempt follows the last one's Stop and Remove at once"
+	modelLateConfig = "a node boot: RunPodSandbox before the CNI config exists, as a client that does not wait for " +
+		"NetworkReady does (and kubelet within its 5 s readiness poll); once the config appears, Stop and Remove of " +
+		"the early sandboxes, then RunPodSandbox of each pod at attempt 1"
+)
+
+// kubeletModel is the kubelet behaviour a scenario models, from its id and
+// labels.
+func kubeletModel(id string, labels []string) string {
+	has := func(l string) bool { return slices.Contains(labels, l) }
+	switch {
+	case id == "teardown-runtime-restart":
+		return modelTeardownRestart
+	case has("fault:teardown"):
+		return modelTeardown
+	case has("fault:storm"):
+		return modelStorm
+	case has("fault:sustained"):
+		return modelSustained
+	case id == "late-cni-config":
+		return modelLateConfig
+	case id == "runtime-killed-mid-add":
+		return modelRestartAfterKill
+	case has("fault:status"):
+		return modelStatus
+	case has("gc"), has("fault:gc"):
+		return modelGC
+	}
+	return modelFirstAttempt
+}
