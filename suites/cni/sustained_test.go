@@ -14,11 +14,11 @@ import (
 // sustainedHangDeadline is the client deadline of each attempt while ADD
 // hangs: shorter than hangDeadline, since every attempt waits it out; and
 // sustainedSettleWindow is how long what the runtime still cleans up after
-// an abandoned attempt gets to go before the next attempt counts it, a
-// fraction of kubelet's 10–15 s between attempts.
+// an abandoned attempt gets to go before the next attempt counts it:
+// kubelet's shortest backoff, when its next attempt would come.
 const (
 	sustainedHangDeadline = 1500 * time.Millisecond
-	sustainedSettleWindow = 3 * time.Second
+	sustainedSettleWindow = 10 * time.Second
 )
 
 // sustainedCase is how each attempt of a sustained scenario fails.
