@@ -29,9 +29,12 @@ import (
 
 // Targets on the project's reference machine (2 cores): the figures the
 // README reports against.
+// The catalog targets: without the sustained and storm scenarios (which
+// CI may leave out by their labels), and with them (issue 12).
 const (
-	catalogTarget = 20 * time.Second
-	matrixTarget  = 4 * time.Minute
+	catalogTarget     = 20 * time.Second
+	fullCatalogTarget = 60 * time.Second
+	matrixTarget      = 4 * time.Minute
 )
 
 func main() {
@@ -122,6 +125,18 @@ func name(r *report.Report) string {
 // catalog is a run's time without its bring-up.
 func catalog(r *report.Report) float64 { return r.DurationSeconds - r.Runtime.BringUpSeconds }
 
+// slowFamilies is the time of a run's sustained and storm scenarios (ids
+// storm-*, sustained-*; labels fault:storm, fault:sustained).
+func slowFamilies(r *report.Report) float64 {
+	t := 0.0
+	for _, s := range r.Scenarios {
+		if strings.HasPrefix(s.ID, "storm-") || strings.HasPrefix(s.ID, "sustained-") {
+			t += s.DurationSeconds
+		}
+	}
+	return t
+}
+
 // summary is the table the README quotes: per runtime from the serial
 // matrix (nothing else competes for the cores there) and, beside it, the
 // same run's time when the runtimes ran side by side; then both walls.
@@ -132,24 +147,30 @@ func summary(runs []matrixRun) string {
 	for _, r := range side.reports {
 		sideByName[name(r)] = r
 	}
-	fmt.Fprintf(&b, "%-16s %9s %9s %9s %15s\n", "runtime", "bring-up", "catalog", "run", "run side by side")
+	fmt.Fprintf(&b, "%-16s %9s %9s %16s %9s %15s\n", "runtime", "bring-up", "catalog", "storm+sustained", "run", "run side by side")
 	slowest, slowestName := 0.0, ""
+	slowestBase, slowestBaseName := 0.0, ""
 	for _, r := range slices.SortedFunc(slices.Values(serial.reports), func(a, b *report.Report) int { return strings.Compare(name(a), name(b)) }) {
 		n := name(r)
 		sideRun := "-"
 		if s, ok := sideByName[n]; ok {
 			sideRun = fmt.Sprintf("%.1fs", s.DurationSeconds)
 		}
-		fmt.Fprintf(&b, "%-16s %8.1fs %8.1fs %8.1fs %15s\n", n, r.Runtime.BringUpSeconds, catalog(r), r.DurationSeconds, sideRun)
+		fmt.Fprintf(&b, "%-16s %8.1fs %8.1fs %15.1fs %8.1fs %15s\n", n, r.Runtime.BringUpSeconds, catalog(r), slowFamilies(r), r.DurationSeconds, sideRun)
 		if r.Runtime.Name == "containerd" && catalog(r) > slowest {
 			slowest, slowestName = catalog(r), n
+		}
+		if base := catalog(r) - slowFamilies(r); r.Runtime.Name == "containerd" && base > slowestBase {
+			slowestBase, slowestBaseName = base, n
 		}
 	}
 	for _, m := range runs {
 		fmt.Fprintf(&b, "matrix %-13s %d runtimes, %d at once: %s wall\n", m.name, len(m.reports), m.jobs, m.wall.Round(time.Second))
 	}
 	if slowestName != "" {
-		fmt.Fprintf(&b, "target: a containerd catalog <= %s: slowest %s, %.1fs (%s)\n", catalogTarget, slowestName, slowest, verdict(slowest <= catalogTarget.Seconds()))
+		fmt.Fprintf(&b, "target: a containerd catalog without storm and sustained <= %s: slowest %s, %.1fs (%s)\n",
+			catalogTarget, slowestBaseName, slowestBase, verdict(slowestBase <= catalogTarget.Seconds()))
+		fmt.Fprintf(&b, "target: a containerd catalog <= %s: slowest %s, %.1fs (%s)\n", fullCatalogTarget, slowestName, slowest, verdict(slowest <= fullCatalogTarget.Seconds()))
 	}
 	fmt.Fprintf(&b, "target: the whole matrix <= %s wall: side by side %s (%s)\n", matrixTarget, side.wall.Round(time.Second), verdict(side.wall <= matrixTarget))
 	return b.String()

@@ -28,3 +28,17 @@ func (sc *scenario) InstallHangingAdd(ctx SpecContext) {
 	sc.InstallNetwork(ctx, cniconf.NewList(sc.Network.Name,
 		sc.Network.BridgePlugin(), sc.Fault().On(cniconf.VerbAdd, cniconf.Hang().Times(1), cniconf.Pass())))
 }
+
+// InstallFaultsFileNetwork installs bridge, then a cni-fault whose config
+// breaks nothing, and puts f's faults into the scenario's faults file: a
+// scenario whose pods outlive the fault (a storm's retried pods, every
+// attempt's sandbox) clears it there, and whatever tears those pods down
+// later — restore, or `cnifault restore` after the run was killed, which
+// removes the faults files first — meets a config whose DEL passes, even
+// on a runtime that tears down with the config cached at ADD (CRI-O).
+func (sc *scenario) InstallFaultsFileNetwork(ctx SpecContext, f cniconf.Fault) {
+	GinkgoHelper()
+	Expect(sc.SetFaults(f.Faults)).To(Succeed())
+	sc.InstallNetwork(ctx, cniconf.NewList(sc.Network.Name, sc.Network.BridgePlugin(), sc.Fault()))
+	sc.ExpectJournal(f, cniconf.VerbAdd)
+}

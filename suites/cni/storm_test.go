@@ -43,9 +43,9 @@ var _ = Describe("RunPodSandbox for many pods at once", func() {
 	When("many pods start at once while a later plugin fails ADD and DEL", Scenario("storm-partial-add-del-fails"), Label("fault:storm"), func() {
 		BeforeEach(func(ctx SpecContext) {
 			By("installing bridge, then cni-fault (ADD: error, DEL: error, for every pod)")
-			sc.InstallNetwork(ctx, cniconf.NewList(sc.Network.Name, sc.Network.BridgePlugin(), sc.Fault().
+			sc.InstallFaultsFileNetwork(ctx, sc.Fault().
 				On(cniconf.VerbAdd, cniconf.Fail(7, "cnifault: injected ADD error after bridge")).
-				On(cniconf.VerbDel, cniconf.Fail(7, "cnifault: injected DEL error"))))
+				On(cniconf.VerbDel, cniconf.Fail(7, "cnifault: injected DEL error")))
 		}, NodeTimeout(scenarioSetupTimeout))
 		itLeavesWhatSingleFailuresLeave(current, stormCase{deadline: criCallTimeout, clear: healthy})
 	})
@@ -63,10 +63,13 @@ var _ = Describe("RunPodSandbox for many pods at once", func() {
 	When("many pods start at once while ADD hangs past the client's deadline", Scenario("storm-add-hang"), Label("fault:storm", "fault:hang"), func() {
 		BeforeEach(func(ctx SpecContext) {
 			By("installing bridge, then cni-fault (ADD: hang once per pod, then pass)")
-			sc.InstallHangingAdd(ctx)
+			sc.InstallFaultsFileNetwork(ctx, sc.Fault().On(cniconf.VerbAdd, cniconf.Hang().Times(1), cniconf.Pass()))
 		}, NodeTimeout(scenarioSetupTimeout))
 		itLeavesWhatSingleFailuresLeave(current, stormCase{deadline: repeatHangDeadline, settle: hangSettleWindow,
-			clear: func(ctx SpecContext) { sc.stopHungPlugins() }})
+			clear: func(ctx SpecContext) {
+				healthy(ctx)
+				sc.stopHungPlugins()
+			}})
 	})
 })
 

@@ -42,9 +42,9 @@ var _ = Describe("A pod retried as kubelet retries it", func() {
 		BeforeEach(func(ctx SpecContext) {
 			sc = newScenario(ctx)
 			By("installing bridge, then cni-fault (ADD: error, DEL: error, always)")
-			sc.InstallNetwork(ctx, cniconf.NewList(sc.Network.Name, sc.Network.BridgePlugin(), sc.Fault().
+			sc.InstallFaultsFileNetwork(ctx, sc.Fault().
 				On(cniconf.VerbAdd, cniconf.Fail(7, "cnifault: injected ADD error after bridge")).
-				On(cniconf.VerbDel, cniconf.Fail(7, "cnifault: injected DEL error"))))
+				On(cniconf.VerbDel, cniconf.Fail(7, "cnifault: injected DEL error")))
 		}, NodeTimeout(scenarioSetupTimeout))
 		itDoesNotLeakMorePerAttempt(current, sustainedCase{deadline: criCallTimeout})
 	})
@@ -53,8 +53,7 @@ var _ = Describe("A pod retried as kubelet retries it", func() {
 		BeforeEach(func(ctx SpecContext) {
 			sc = newScenario(ctx)
 			By("installing bridge, then cni-fault (ADD: hang, always)")
-			sc.InstallNetwork(ctx, cniconf.NewList(sc.Network.Name, sc.Network.BridgePlugin(),
-				sc.Fault().On(cniconf.VerbAdd, cniconf.Hang())))
+			sc.InstallFaultsFileNetwork(ctx, sc.Fault().On(cniconf.VerbAdd, cniconf.Hang()))
 		}, NodeTimeout(scenarioSetupTimeout))
 		itDoesNotLeakMorePerAttempt(current, sustainedCase{deadline: sustainedHangDeadline, settle: sustainedSettleWindow})
 	})
