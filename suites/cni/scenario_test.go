@@ -216,19 +216,30 @@ func (sc *scenario) RunSandbox(ctx SpecContext) string {
 func (sc *scenario) Leaks(ctx SpecContext) leakReport {
 	GinkgoHelper()
 	Expect(sc.Baselined).To(BeTrue(), "no baseline: Leaks before RunSandbox")
-	Expect(sc.Inventory(ctx)).To(Succeed(), "taking the inventory")
-	if sc.Settling() {
-		quiet := NewGomega(func(string, ...int) {})
-		quiet.Eventually(func(g Gomega) {
-			g.Expect(sc.Inventory(ctx)).To(Succeed())
-			g.Expect(sc.Settling()).To(BeFalse())
-		}).WithContext(ctx).WithTimeout(sc.SettleWindow()).WithPolling(pollInterval).Should(Succeed())
-		Expect(sc.Inventory(ctx)).To(Succeed(), "taking the inventory")
-	}
+	sc.inventoryUntil(ctx, sc.SettleWindow(), func() bool { return !sc.Settling() })
 	// Read after the inventory: a DEL that cleaned up what the inventory
 	// found missing has reached the journal by now.
 	sc.FinishInspection(sc.journal)
 	return leakReport{Scenario: sc.ID, Leaks: sc.Scenario.Leaks}
+}
+
+// inventoryUntil takes inventories for up to window until settled holds
+// on one, and keeps the last: the verdict is judged on the inventory that
+// settled, since a fresh one taken after it could meet a foreign pod that
+// has only just begun to start.
+func (sc *scenario) inventoryUntil(ctx SpecContext, window time.Duration, settled func() bool) {
+	GinkgoHelper()
+	err := sc.Inventory(ctx)
+	Expect(err).NotTo(HaveOccurred(), "taking the inventory")
+	if settled() {
+		return
+	}
+	quiet := NewGomega(func(string, ...int) {})
+	quiet.Eventually(func() bool {
+		err = sc.Inventory(ctx)
+		return err == nil && settled()
+	}).WithContext(ctx).WithTimeout(window).WithPolling(pollInterval).Should(BeTrue())
+	Expect(err).NotTo(HaveOccurred(), "taking the inventory")
 }
 
 // restore returns the instance to a clean state for the next scenario

@@ -3,6 +3,7 @@ package cni_test
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -117,24 +118,19 @@ func itLeavesWhatSingleFailuresLeave(current func() *scenario, st stormCase) {
 
 // settledCounts counts what the scenario left, by kind, once what the
 // runtime still cleans up has gone: without settle as Leaks has it; with
-// it, polling inventories for up to settle until the counts are want (nil:
-// nothing), and the last ones.
+// it, inventories for up to settle (or the settle window of a shared
+// runtime, if longer) until the counts are want (nil: nothing) and nothing
+// a foreign pod may still hold is among them, and the last counts.
 func (sc *scenario) settledCounts(ctx SpecContext, settle time.Duration, want map[string]int) map[string]int {
 	GinkgoHelper()
 	if settle == 0 {
 		return sc.leakCounts(ctx)
 	}
-	if want == nil {
-		want = map[string]int{}
-	}
-	var counts map[string]int
-	quiet := NewGomega(func(string, ...int) {})
-	quiet.Eventually(func(g Gomega) {
-		g.Expect(sc.Inventory(ctx)).To(Succeed())
-		counts = report.CountKinds(verdict.Leaks(sc.Scenario.Leaks))
-		g.Expect(counts).To(Equal(want))
-	}).WithContext(ctx).WithTimeout(settle).WithPolling(250 * time.Millisecond).Should(Succeed())
-	Expect(sc.Inventory(ctx)).To(Succeed(), "taking the inventory")
+	counts := func() map[string]int { return report.CountKinds(verdict.Leaks(sc.Scenario.Leaks)) }
+	shared := sc.Runtime.Inventory().Shared
+	sc.inventoryUntil(ctx, max(settle, sc.SettleWindow()), func() bool {
+		return maps.Equal(counts(), want) && !(shared && sc.Settling())
+	})
 	sc.FinishInspection(sc.journal)
-	return report.CountKinds(verdict.Leaks(sc.Scenario.Leaks))
+	return counts()
 }
