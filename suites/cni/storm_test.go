@@ -120,16 +120,15 @@ func itLeavesWhatSingleFailuresLeave(current func() *scenario, st stormCase) {
 // runtime still cleans up has gone: without settle as Leaks has it; with
 // it, inventories for up to settle (or the settle window of a shared
 // runtime, if longer) until the counts are want (nil: nothing) and nothing
-// a foreign pod may still hold is among them, and the last counts.
+// among them is caught mid-change (Transient), and the last counts.
 func (sc *scenario) settledCounts(ctx SpecContext, settle time.Duration, want map[string]int) map[string]int {
 	GinkgoHelper()
 	if settle == 0 {
 		return sc.leakCounts(ctx)
 	}
 	counts := func() map[string]int { return report.CountKinds(verdict.Leaks(sc.Scenario.Leaks)) }
-	shared := sc.Runtime.Inventory().Shared
 	sc.inventoryUntil(ctx, max(settle, sc.SettleWindow()), func() bool {
-		return maps.Equal(counts(), want) && !(shared && sc.Settling())
+		return maps.Equal(counts(), want) && !sc.Transient()
 	})
 	sc.FinishInspection(sc.journal)
 	return counts()
