@@ -1,6 +1,7 @@
 package cni_test
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -31,14 +32,7 @@ func (sc *scenario) RunPodsAtOnceE(ctx SpecContext, d time.Duration, attempt uin
 		})
 	}
 	wg.Wait()
-	for _, id := range ids {
-		if id != "" {
-			DeferCleanup(func(ctx SpecContext) {
-				_ = rt.CRI().StopPodSandbox(ctx, id)
-				_ = rt.CRI().RemovePodSandbox(ctx, id)
-			}, NodeTimeout(2*criCallTimeout))
-		}
-	}
+	removeAfterSpec(slices.DeleteFunc(ids, func(id string) bool { return id == "" })...)
 	return errs
 }
 

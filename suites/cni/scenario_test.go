@@ -5,6 +5,7 @@ import (
 	"errors"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -194,11 +195,27 @@ func (sc *scenario) RunSandboxWithin(ctx SpecContext, d time.Duration) (string, 
 	if err != nil {
 		return "", err
 	}
-	DeferCleanup(func(ctx SpecContext) {
-		_ = rt.CRI().StopPodSandbox(ctx, id)
-		_ = rt.CRI().RemovePodSandbox(ctx, id)
-	}, NodeTimeout(2*criCallTimeout))
+	removeAfterSpec(id)
 	return id, nil
+}
+
+// removeAfterSpec stops and removes the sandboxes the scenario did start,
+// once the spec is over, all at once: a storm's pods would otherwise go one
+// after the other.
+func removeAfterSpec(ids ...string) {
+	if len(ids) == 0 {
+		return
+	}
+	DeferCleanup(func(ctx SpecContext) {
+		var wg sync.WaitGroup
+		for _, id := range ids {
+			wg.Go(func() {
+				_ = rt.CRI().StopPodSandbox(ctx, id)
+				_ = rt.CRI().RemovePodSandbox(ctx, id)
+			})
+		}
+		wg.Wait()
+	}, NodeTimeout(2*criCallTimeout))
 }
 
 // RunSandbox runs the scenario's pod and asserts that it started.

@@ -28,6 +28,10 @@ type expectation struct {
 	why string
 }
 
+// cleanPass is a scenario the runtime passes leaving nothing, so that there
+// is nothing for kubelet to reclaim.
+var cleanPass = expectation{verdict: report.Pass, reclaim: report.ReclaimNotNeeded}
+
 // Where the paths below point:
 //   - 1.6.20: pkg/cri/server/sandbox_run.go RunPodSandbox. The deferred
 //     teardown sets cleanupErr whenever teardownPodNetwork fails; with
@@ -55,30 +59,30 @@ var expected = map[string]map[string]expectation{
 }
 
 var containerd16 = map[string]expectation{
-	"healthy-network": {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
+	"healthy-network": cleanPass,
 	"no-cni-config": {report.Fail, []string{"netns", "sandbox"}, report.ReclaimStuck,
 		"RunPodSandbox: teardownPodNetwork fails with 'cni plugin not initialized', cleanupErr keeps sandbox and netns"},
 	"malformed-cni-config": {report.Fail, []string{"netns", "sandbox"}, report.ReclaimStuck,
 		"the config fails to load, so CNI is uninitialized exactly as with no config"},
 	"missing-plugin-binary": {report.Fail, []string{"ip", "link", "netns", "sandbox"}, report.ReclaimStuck,
 		"DEL fails on the missing binary before bridge; cleanupErr keeps the netns, whose veth and address stay"},
-	"add-error":          {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
-	"add-exit-no-output": {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
-	"add-garbage-result": {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
-	"add-crash":          {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
-	"partial-add":        {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
+	"add-error":          cleanPass,
+	"add-exit-no-output": cleanPass,
+	"add-garbage-result": cleanPass,
+	"add-crash":          cleanPass,
+	"partial-add":        cleanPass,
 	"partial-add-del-fails": {report.Fail, []string{"ip", "link", "netns", "sandbox"}, report.ReclaimStuck,
 		"the injected DEL error is a teardown error: cleanupErr keeps everything; StopPodSandbox hits it again"},
 	"partial-add-del-fails-once": {report.Fail, []string{"ip", "link", "netns", "sandbox"}, report.ReclaimReclaimed,
 		"RunPodSandbox keeps everything as above, but StopPodSandbox's teardownPodNetwork retries DEL, which now passes"},
-	"ipam-exhausted": {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
+	"ipam-exhausted": cleanPass,
 	// setupPodNetwork runs with the request context, so libcni kills the
 	// hung plugin at the deadline; the teardown uses a fresh DeferContext
 	// and its DEL passes, so cleanupErr stays nil and the name is released.
-	"add-hang-deadline": {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
+	"add-hang-deadline": cleanPass,
 	// NewContainer runs before the netns is created, so the restarted
 	// daemon recovers a NotReady sandbox whose Stop tears the network down.
-	"runtime-killed-mid-add": {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
+	"runtime-killed-mid-add": cleanPass,
 	// libcni 1.1.x (1.6's and 1.7's) has no STATUS, and go-cni's Status
 	// there only counts loaded networks (go-cni v1.1.9 cni.go Status): the
 	// journal never shows STATUS, so NetworkReady cannot follow it.
@@ -97,21 +101,21 @@ var containerd16 = map[string]expectation{
 	// passes: after the fault cleared, or on the retry after a DEL that
 	// failed once. With the conf dir empty the teardown fails with "cni
 	// plugin not initialized" until a config loads again.
-	"teardown-del-error":      {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
-	"teardown-del-error-once": {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
-	"teardown-no-cni-config":  {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
+	"teardown-del-error":      cleanPass,
+	"teardown-del-error-once": cleanPass,
+	"teardown-no-cni-config":  cleanPass,
 	// Stop runs DEL on the request's context; libcni execs the plugin with
 	// exec.CommandContext (pkg/invoke/raw_exec.go), so the client's deadline
 	// kills the hung DEL and Stop fails: the pod stays whole until a DEL
 	// passes.
-	"teardown-del-hang": {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
+	"teardown-del-hang": cleanPass,
 	// libcni's DelNetworkList fails on the missing binary ("failed to find
 	// plugin") before bridge's DEL: the same teardown error as a DEL error.
-	"teardown-missing-plugin-binary": {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
+	"teardown-missing-plugin-binary": cleanPass,
 	// The sandbox's metadata (netns path, CNI result) is in containerd's
 	// store, so the restarted daemon's Stop runs the same DEL, which fails
 	// until the fault clears, then releases everything.
-	"teardown-runtime-restart": {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
+	"teardown-runtime-restart": cleanPass,
 	// A storm is judged against its single failures: each pod's failure
 	// takes partial-add-del-fails' or no-cni-config's path alone
 	// (reserveSandboxName keeps names apart, host-local locks its dataDir),
@@ -124,18 +128,18 @@ var containerd16 = map[string]expectation{
 		"sixteen times no-cni-config's NotReady sandbox and netns"},
 	// The deadline cancels the request's context: libcni kills each hung
 	// ADD and the deferred teardown's DEL passes, as in add-hang-deadline.
-	"storm-add-hang": {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
+	"storm-add-hang": cleanPass,
 	// Every attempt keeps its NotReady sandbox with netns, veth and address
 	// (cleanupErr), and kubelet's Stop fails on the same DEL each time: one
 	// of each per attempt, as the issue measured with kubelet (61 failed
 	// StopPodSandbox calls, everything left after the pod was deleted).
 	"sustained-partial-add-del-fails": {report.Fail, []string{"ip", "link", "netns", "sandbox"}, report.ReclaimStuck,
 		"every attempt keeps a NotReady sandbox, netns, veth and address that Stop cannot release while DEL fails"},
-	"sustained-add-hang": {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
+	"sustained-add-hang": cleanPass,
 	// The early attempts' NotReady sandboxes are stopped once the config
 	// has loaded: teardownPodNetwork's DEL passes, the netns goes, Remove
 	// deletes them; the retried pods (attempt 1) start.
-	"late-cni-config": {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
+	"late-cni-config": cleanPass,
 }
 
 // containerd17 is 1.7.35: pkg/cri/server (the default CRI service; sbserver
@@ -182,27 +186,27 @@ func with(base, changed map[string]expectation) map[string]expectation {
 // (https://github.com/containerd/containerd/issues/12130; the proposed fix,
 // https://github.com/containerd/containerd/pull/12132, is unmerged).
 var containerd24 = map[string]expectation{
-	"healthy-network": {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
+	"healthy-network": cleanPass,
 	"no-cni-config": {verdict: report.Pass, reclaim: report.ReclaimNotNeeded,
 		why: "the teardown error is ignored because CNIResult is nil: netns removed, sandbox deleted"},
-	"malformed-cni-config": {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
+	"malformed-cni-config": cleanPass,
 	"missing-plugin-binary": {report.Fail, []string{"ip"}, report.ReclaimStuck,
 		"DEL stops at the missing binary; the error is ignored (CNIResult nil) and the sandbox is gone, so nothing can reclaim the address"},
-	"add-error":          {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
-	"add-exit-no-output": {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
-	"add-garbage-result": {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
-	"add-crash":          {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
-	"partial-add":        {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
+	"add-error":          cleanPass,
+	"add-exit-no-output": cleanPass,
+	"add-garbage-result": cleanPass,
+	"add-crash":          cleanPass,
+	"partial-add":        cleanPass,
 	"partial-add-del-fails": {report.Fail, []string{"ip"}, report.ReclaimStuck,
 		"containerd issue 12130: the DEL error is ignored and the sandbox removed, stranding host-local's address"},
 	"partial-add-del-fails-once": {report.Fail, []string{"ip"}, report.ReclaimStuck,
 		"the same path: the sandbox is deleted at once, so no later Stop ever retries DEL"},
-	"ipam-exhausted":    {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
-	"add-hang-deadline": {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
+	"ipam-exhausted":    cleanPass,
+	"add-hang-deadline": cleanPass,
 	// SandboxStore().Create and the netns path update precede
 	// setupPodNetwork, so the restarted daemon recovers the sandbox and
 	// StopPodSandbox's DEL releases the address.
-	"runtime-killed-mid-add": {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
+	"runtime-killed-mid-add": cleanPass,
 	// internal/cri/server/status.go Status calls go-cni's Status on every
 	// CRI Status, which runs libcni's GetStatusNetworkList for lists of
 	// cniVersion 1.1.0 (go-cni v1.1.12+ cni.go Status): a failing STATUS is
@@ -212,7 +216,7 @@ var containerd24 = map[string]expectation{
 	// not Status): DEL runs while STATUS fails.
 	"status-not-ready":          {verdict: report.Pass},
 	"status-recovers":           {verdict: report.Pass},
-	"status-not-ready-teardown": {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
+	"status-not-ready-teardown": cleanPass,
 	// go-cni's Status takes no context and runs STATUS with
 	// context.Background() (v1.1.14 cni.go Status), and status.go waits for
 	// it: CRI Status hangs with the plugin, past kubelet's 5 s period.
@@ -225,29 +229,29 @@ var containerd24 = map[string]expectation{
 	"gc-reclaims-leak":    {verdict: report.Skipped, why: "did not invoke CNI GC"},
 	// A live pod's teardown takes 1.7's path (sandbox_stop.go returns DEL's
 	// error while CNIResult is set): removed once DEL passes.
-	"teardown-del-error":      {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
-	"teardown-del-error-once": {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
-	"teardown-no-cni-config":  {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
+	"teardown-del-error":      cleanPass,
+	"teardown-del-error-once": cleanPass,
+	"teardown-no-cni-config":  cleanPass,
 	// As on 1.6: the request's deadline kills the hung DEL (libcni
 	// exec.CommandContext), a missing binary fails DelNetworkList, and the
 	// restarted daemon recovers the sandbox with its CNI result
 	// (internal/cri/server/restart.go), so Stop fails until a DEL passes.
-	"teardown-del-hang":              {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
-	"teardown-missing-plugin-binary": {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
-	"teardown-runtime-restart":       {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
+	"teardown-del-hang":              cleanPass,
+	"teardown-missing-plugin-binary": cleanPass,
+	"teardown-runtime-restart":       cleanPass,
 	// Sixteen times issue 12130's one stranded address, nothing else; and
 	// sixteen times no-cni-config's nothing.
 	"storm-partial-add-del-fails": {report.Pass, []string{"ip"}, report.ReclaimStuck,
 		"sixteen stranded addresses: sixteen times partial-add-del-fails (issue 12130)"},
-	"storm-no-cni-config": {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
-	"storm-add-hang":      {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
+	"storm-no-cni-config": cleanPass,
+	"storm-add-hang":      cleanPass,
 	// Issue 12130 on every retry: one address per attempt and no sandbox
 	// left to reclaim it, a /24 drained in under an hour at kubelet's
 	// 10–15 s (the issue measured 15 addresses in 3 minutes with kubelet).
 	"sustained-partial-add-del-fails": {report.Fail, []string{"ip"}, report.ReclaimStuck,
 		"issue 12130 on every retry: one stranded address per attempt"},
-	"sustained-add-hang": {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
-	"late-cni-config":    {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
+	"sustained-add-hang": cleanPass,
+	"late-cni-config":    cleanPass,
 }
 
 // CRI-O 1.34.0 (source: $(go env GOMODCACHE)/github.com/cri-o/cri-o@v1.34.0,
@@ -263,7 +267,7 @@ var containerd24 = map[string]expectation{
 // name reservation exists; the harness restarts it where a conf dir
 // change must flip readiness (fixtures/crio/network.go).
 var crio134 = map[string]expectation{
-	"healthy-network": {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
+	"healthy-network": cleanPass,
 	"no-cni-config": {verdict: report.Pass, reclaim: report.ReclaimNotNeeded,
 		why: "sandbox_network.go waitForCNIPlugin holds the call (cnimgr.go: no default network, not ready) until the client's deadline, before runPodSandbox has created anything"},
 	"malformed-cni-config": {verdict: report.Pass, reclaim: report.ReclaimNotNeeded,
@@ -272,12 +276,12 @@ var crio134 = map[string]expectation{
 		why: "ocicni.go loadNetworks refuses the list (ValidateNetworkList: plugin not in the bin dir), so CRI-O is not ready and holds the call as with no config; no ADD runs"},
 	// networkStart's deferred networkStop sends DEL, which passes; the
 	// resourceCleaner then unpins the namespaces and removes the sandbox.
-	"add-error":          {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
-	"add-exit-no-output": {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
-	"add-garbage-result": {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
-	"add-crash":          {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
-	"partial-add":        {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
-	"ipam-exhausted":     {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
+	"add-error":          cleanPass,
+	"add-exit-no-output": cleanPass,
+	"add-garbage-result": cleanPass,
+	"add-crash":          cleanPass,
+	"partial-add":        cleanPass,
+	"ipam-exhausted":     cleanPass,
 	"partial-add-del-fails": {report.Fail, []string{"ip"}, report.ReclaimStuck,
 		"sandbox_network.go networkStart: networkStop's one DEL stops at cni-fault's DEL error, so host-local never releases the address; networkStop only logs its error (and fails to unlink the still-mounted netns pin: EBUSY), and the resourceCleaner unpins the namespaces (the veth goes with the netns) and removes the sandbox, leaving nothing for kubelet's Stop to retry DEL on"},
 	"partial-add-del-fails-once": {report.Fail, []string{"ip"}, report.ReclaimStuck,
@@ -310,17 +314,17 @@ var crio134 = map[string]expectation{
 	// conmon, shm and netns pin too) until it passes. ocicni tears down with
 	// the config libcni cached at ADD (ocicni.go forEachNetwork, fromCache),
 	// so an empty conf dir does not stop it: removed while "faulted".
-	"teardown-del-error":      {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
-	"teardown-del-error-once": {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
-	"teardown-no-cni-config":  {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
+	"teardown-del-error":      cleanPass,
+	"teardown-del-error-once": cleanPass,
+	"teardown-no-cni-config":  cleanPass,
 	// A hung DEL holds networkStop past the client's deadline, and Stop
 	// fails with the pod kept, as for any DEL error; the cached
 	// chain still names the removed binary, so DEL fails on it until it is
 	// back; the restarted CRI-O restores the sandbox from its state and
 	// tears it down with the same cached chain once DEL passes.
-	"teardown-del-hang":              {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
-	"teardown-missing-plugin-binary": {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
-	"teardown-runtime-restart":       {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
+	"teardown-del-hang":              cleanPass,
+	"teardown-missing-plugin-binary": cleanPass,
+	"teardown-runtime-restart":       cleanPass,
 	// Sixteen times partial-add-del-fails' stranded address; sixteen calls
 	// held in waitForCNIPlugin that made nothing; sixteen times
 	// add-hang-deadline's netns pin, shm, veth and address, held while
@@ -328,7 +332,7 @@ var crio134 = map[string]expectation{
 	// the hung plugins are killed (the reclaim runs with the fault cleared).
 	"storm-partial-add-del-fails": {report.Pass, []string{"ip"}, report.ReclaimStuck,
 		"sixteen stranded addresses: sixteen times partial-add-del-fails"},
-	"storm-no-cni-config": {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
+	"storm-no-cni-config": cleanPass,
 	"storm-add-hang": {report.Pass, []string{"ip", "link", "mount", "netns"}, report.ReclaimReclaimed,
 		"sixteen times add-hang-deadline's held netns, shm, veth and address"},
 	"sustained-partial-add-del-fails": {report.Fail, []string{"ip"}, report.ReclaimStuck,
@@ -340,7 +344,7 @@ var crio134 = map[string]expectation{
 	// for as long as the plugin hangs.
 	"sustained-add-hang": {report.Fail, []string{"ip", "link", "mount", "netns"}, report.ReclaimStuck,
 		"every attempt behind a hung ADD keeps its netns pin and shm mount"},
-	"late-cni-config": {verdict: report.Pass, reclaim: report.ReclaimNotNeeded},
+	"late-cni-config": cleanPass,
 }
 
 // teardownRemoved is when each runtime's teardown removed the live pod
