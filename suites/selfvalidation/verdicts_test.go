@@ -339,9 +339,10 @@ var crio134 = map[string]expectation{
 		"partial-add-del-fails on every retry: one stranded address per attempt"},
 	// The first attempt's ADD hangs on networkStart's own context; each
 	// later attempt (a new sandbox name) pins a netns and mounts its shm
-	// but never reaches ADD (the journal holds one), and kubelet's Stop
-	// and Remove release neither: one netns and one shm mount per attempt
-	// for as long as the plugin hangs.
+	// but never reaches ADD (the journal holds one): ocicni's SetUpPod
+	// holds the pod's lock (podLock, by namespace and name) across the
+	// hung ADD. Kubelet's Stop and Remove release neither: one netns and
+	// one shm mount per attempt for as long as the plugin hangs.
 	"sustained-add-hang": {report.Fail, []string{"ip", "link", "mount", "netns"}, report.ReclaimStuck,
 		"every attempt behind a hung ADD keeps its netns pin and shm mount"},
 	"late-cni-config": cleanPass,
