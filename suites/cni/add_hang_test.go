@@ -5,17 +5,25 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+
+	"github.com/cnifault/cnifault/cniconf"
+	scn "github.com/cnifault/cnifault/fixtures/scenario"
+)
+
+// The client's deadline while a plugin hangs: kubelet's
+// runtime-request-timeout running out, compressed in time. Each counts from
+// the moment the pod's invocation began to hang (scn.PastHang), never from
+// the call, so that a runtime slowed by the machine's load still meets the
+// fault before the deadline: exceeding it is the behaviour judged.
+var (
+	// hangDeadline is the deadline of a RunPodSandbox whose ADD hangs.
+	hangDeadline = scn.PastHang(cniconf.VerbAdd, 3*time.Second)
+	// repeatHangDeadline is the deadline of scenarios that wait out a hang
+	// more than once (a storm's two rounds, a teardown's retries).
+	repeatHangDeadline = scn.PastHang(cniconf.VerbAdd, 2*time.Second)
 )
 
 const (
-	// hangDeadline is the client's RunPodSandbox deadline while ADD hangs:
-	// kubelet's runtime-request-timeout, shortened.
-	hangDeadline = 3 * time.Second
-	// repeatHangDeadline is the deadline of scenarios that wait out a hang
-	// more than once (a storm's two rounds, a teardown's retries): short,
-	// yet long enough for a runtime busy with a storm of pods to reach
-	// ADD before it.
-	repeatHangDeadline = 2 * time.Second
 	// hangSettleWindow is how long after the deadline the runtime may take
 	// to finish its own cleanup before a leftover counts as a leak: a
 	// runtime keeps working on a call whose client gave up.

@@ -4,6 +4,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 
 	"github.com/cnifault/cnifault/cniconf"
+	scn "github.com/cnifault/cnifault/fixtures/scenario"
 )
 
 // missingPlugin is a plugin type no bin dir has.
@@ -20,7 +21,7 @@ var _ = Describe("RunPodSandbox", func() {
 			sc.InstallMalformed(ctx, []byte("{ \"cniVersion\": \"1.0.0\", \"name\": \n"))
 		}, NodeTimeout(scenarioSetupTimeout))
 
-		itFailsAndLeavesNothingWithin(func() *scenario { return sc }, mayBlockCallTimeout)
+		itFailsAndLeavesNothingWithin(func() *scenario { return sc }, scn.Within(mayBlockCallTimeout))
 	})
 
 	// The chain's last plugin is not installed, as when portmap is missing
@@ -39,6 +40,6 @@ var _ = Describe("RunPodSandbox", func() {
 			sc.ExpectRuntimeError(missingPlugin)
 		}, NodeTimeout(scenarioSetupTimeout))
 
-		itFailsAndLeavesNothingWithin(func() *scenario { return sc }, mayBlockCallTimeout)
+		itFailsAndLeavesNothingWithin(func() *scenario { return sc }, scn.Within(mayBlockCallTimeout))
 	})
 })

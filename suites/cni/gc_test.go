@@ -13,6 +13,7 @@ import (
 	"github.com/cnifault/cnifault/fixtures/inspect"
 	"github.com/cnifault/cnifault/fixtures/report"
 	"github.com/cnifault/cnifault/fixtures/runtimes"
+	scn "github.com/cnifault/cnifault/fixtures/scenario"
 )
 
 // gcWindow is how long after a restart the harness waits for the runtime's
@@ -50,7 +51,7 @@ var _ = Describe("CNI GC", func() {
 
 		It("names every live attachment as valid, and frees nothing of them", func(ctx SpecContext) {
 			By("starting a pod")
-			id, err := sc.RunSandboxWithin(ctx, criCallTimeout)
+			id, err := sc.RunSandboxWithin(ctx, scn.Within(criCallTimeout))
 			skipWithoutCNI11(err)
 			Expect(err).NotTo(HaveOccurred(), "the pod did not start on a healthy network")
 			live, err := inspect.Take(ctx, sc.Target())
@@ -94,7 +95,7 @@ var _ = Describe("CNI GC", func() {
 
 		It("frees the leaked reservation at its GC", func(ctx SpecContext) {
 			By("running a pod sandbox whose ADD and DEL fail")
-			_, err := sc.RunSandboxWithin(ctx, criCallTimeout)
+			_, err := sc.RunSandboxWithin(ctx, scn.Within(criCallTimeout))
 			skipWithoutCNI11(err)
 			sc.ExpectFaultFired(ctx, faultFiredTimeout)
 			Expect(err).To(HaveOccurred(), "RunPodSandbox succeeded despite the fault")

@@ -8,6 +8,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/cnifault/cnifault/cniconf"
+	scn "github.com/cnifault/cnifault/fixtures/scenario"
 )
 
 // lateConfigPods are the pods a node starts before its CNI config exists.
@@ -32,7 +33,7 @@ var _ = Describe("Pods started before the CNI config exists", func() {
 
 		It("leaves nothing of the early attempts once kubelet tore them down, and the retried pods start", func(ctx SpecContext) {
 			By(fmt.Sprintf("attempting %d pods while no config exists", sc.Pods))
-			errs := sc.RunPodsAtOnceE(ctx, mayBlockCallTimeout, 0, podRange(0, sc.Pods))
+			errs := sc.RunPodsAtOnceE(ctx, scn.Within(mayBlockCallTimeout), 0, podRange(0, sc.Pods))
 			sc.ExpectFaultFired(ctx, faultFiredTimeout)
 			contract.Expect(failed(errs)).To(Equal(sc.Pods), "RunPodSandbox succeeded with no CNI config: %v", errs)
 			early := sc.Leaks(ctx)
@@ -49,7 +50,7 @@ var _ = Describe("Pods started before the CNI config exists", func() {
 			contract.Expect(sc.Leaks(ctx)).To(BeClean())
 
 			By("retrying every pod")
-			errs = sc.RunPodsAtOnceE(ctx, criCallTimeout, 1, podRange(0, sc.Pods))
+			errs = sc.RunPodsAtOnceE(ctx, scn.Within(criCallTimeout), 1, podRange(0, sc.Pods))
 			contract.Expect(errors.Join(errs...)).NotTo(HaveOccurred(), "a retried pod did not start once the config appeared")
 		}, SpecTimeout(scenarioTimeout))
 	})

@@ -1,6 +1,7 @@
 package cni_test
 
 import (
+	scn "github.com/cnifault/cnifault/fixtures/scenario"
 	. "github.com/onsi/ginkgo/v2"
 )
 
@@ -19,6 +20,6 @@ var _ = Describe("RunPodSandbox", func() {
 		}, NodeTimeout(scenarioSetupTimeout))
 
 		// CRI-O holds the call until its network is ready.
-		itFailsAndLeavesNothingWithin(func() *scenario { return sc }, mayBlockCallTimeout)
+		itFailsAndLeavesNothingWithin(func() *scenario { return sc }, scn.Within(mayBlockCallTimeout))
 	})
 })

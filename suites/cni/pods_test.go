@@ -9,6 +9,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/cnifault/cnifault/fixtures/report"
+	scn "github.com/cnifault/cnifault/fixtures/scenario"
 	"github.com/cnifault/cnifault/fixtures/verdict"
 )
 
@@ -16,7 +17,7 @@ import (
 // pods, all at once, at kubelet's attempt number attempt, each with the
 // client deadline d, and returns each call's error in pods' order. A pod
 // that did start is stopped and removed after the spec.
-func (sc *scenario) RunPodsAtOnceE(ctx SpecContext, d time.Duration, attempt uint32, pods []int) []error {
+func (sc *scenario) RunPodsAtOnceE(ctx SpecContext, d scn.Deadline, attempt uint32, pods []int) []error {
 	GinkgoHelper()
 	sc.takeBaseline(ctx)
 	if sc.RunStarted.IsZero() {

@@ -24,8 +24,9 @@ const (
 	// scenarioSetupBase bounds a scenario's setup but for what the runtime
 	// does to take a new config up (scenarioSetupTimeout adds it).
 	scenarioSetupBase = 45 * time.Second
-	// scenarioTimeout bounds one scenario's It.
-	scenarioTimeout = 2 * time.Minute
+	// scenarioTimeout bounds one scenario's It: a few calls that each may
+	// take up to criCallTimeout on a loaded node.
+	scenarioTimeout = 5 * time.Minute
 	// scenarioRestoreBase bounds restore's own steps but for what the
 	// runtime does to take the healthy config up (scenarioRestoreTimeout
 	// adds it, and restoreMargin).
@@ -36,9 +37,11 @@ const (
 	// networkSettleTimeout is how long a runtime may take to pick up a
 	// change in its CNI config dir.
 	networkSettleTimeout = 20 * time.Second
-	// criCallTimeout is the client deadline of one CRI call, as kubelet's
-	// runtime-request-timeout would be.
-	criCallTimeout = 30 * time.Second
+	// criCallTimeout is the client deadline of a CRI call that models
+	// kubelet's: kubelet's own runtime-request-timeout. It is an upper
+	// bound, never a wait; report.json's slowest_call shows how long the
+	// runtime took.
+	criCallTimeout = scn.KubeletRequestTimeout
 	// mayBlockCallTimeout is the client deadline of a RunPodSandbox that a
 	// runtime may hold rather than fail while its network is not ready
 	// (CRI-O waits for CNI readiness; containerd fails at once). The
@@ -184,11 +187,11 @@ func (sc *scenario) waitNetworkNotReady(ctx SpecContext) {
 // RunSandboxE runs the scenario's pod and returns the runtime's error. A
 // sandbox that did start is stopped and removed after the spec.
 func (sc *scenario) RunSandboxE(ctx SpecContext) (string, error) {
-	return sc.RunSandboxWithin(ctx, criCallTimeout)
+	return sc.RunSandboxWithin(ctx, scn.Within(criCallTimeout))
 }
 
 // RunSandboxWithin is RunSandboxE with the client deadline d.
-func (sc *scenario) RunSandboxWithin(ctx SpecContext, d time.Duration) (string, error) {
+func (sc *scenario) RunSandboxWithin(ctx SpecContext, d scn.Deadline) (string, error) {
 	GinkgoHelper()
 	sc.takeBaseline(ctx)
 	id, err := sc.Run(ctx, d)

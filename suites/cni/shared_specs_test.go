@@ -1,10 +1,10 @@
 package cni_test
 
 import (
-	"time"
-
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+
+	scn "github.com/cnifault/cnifault/fixtures/scenario"
 )
 
 // itFailsAndLeavesNothing declares the contract every fault scenario shares:
@@ -12,13 +12,13 @@ import (
 // nothing the call created. Either is judged only once the harness saw the
 // injected fault fire.
 func itFailsAndLeavesNothing(current func() *scenario) {
-	itFailsAndLeavesNothingWithin(current, criCallTimeout)
+	itFailsAndLeavesNothingWithin(current, scn.Within(criCallTimeout))
 }
 
 // itFailsAndLeavesNothingWithin is itFailsAndLeavesNothing with the client
 // deadline d: a call the runtime holds past it has failed for the client,
 // and is held to the same contract once it timed out.
-func itFailsAndLeavesNothingWithin(current func() *scenario, d time.Duration) {
+func itFailsAndLeavesNothingWithin(current func() *scenario, d scn.Deadline) {
 	It("fails and leaves nothing behind", func(ctx SpecContext) {
 		sc := current()
 		By("running a pod sandbox")

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cnifault/cnifault/cniconf"
 	"github.com/cnifault/cnifault/fixtures/runtimes"
+	scn "github.com/cnifault/cnifault/fixtures/scenario"
 )
 
 // statusPollWindow is how long the harness polls CRI Status for the runtime
@@ -56,7 +57,7 @@ var _ = Describe("CNI STATUS", func() {
 			}).WithContext(ctx).WithTimeout(statusPollWindow).WithPolling(pollInterval).Should(Succeed())
 
 			By("running a pod sandbox anyway, as a client that does not wait would")
-			if _, err := sc.RunSandboxWithin(ctx, mayBlockCallTimeout); err != nil {
+			if _, err := sc.RunSandboxWithin(ctx, scn.Within(mayBlockCallTimeout)); err != nil {
 				By("inventorying the instance after the failed call")
 				contract.Expect(sc.Leaks(ctx)).To(BeClean())
 			}
@@ -77,7 +78,7 @@ var _ = Describe("CNI STATUS", func() {
 			sc.expectStatusAsked(ctx)
 
 			By("starting a pod on the ready network")
-			id, err := sc.RunSandboxWithin(ctx, criCallTimeout)
+			id, err := sc.RunSandboxWithin(ctx, scn.Within(criCallTimeout))
 			Expect(err).NotTo(HaveOccurred(), "the pod did not start on a ready network")
 
 			By("making STATUS fail: the same list, cni-fault's STATUS now an error")
@@ -150,7 +151,7 @@ var _ = Describe("CNI STATUS", func() {
 			}).WithContext(ctx).WithTimeout(statusPollWindow).WithPolling(pollInterval).Should(Succeed())
 
 			By("running a pod sandbox")
-			_, err := sc.RunSandboxWithin(ctx, criCallTimeout)
+			_, err := sc.RunSandboxWithin(ctx, scn.Within(criCallTimeout))
 			contract.Expect(err).NotTo(HaveOccurred(), "the pod did not start once STATUS passed")
 		}, SpecTimeout(scenarioTimeout))
 	})

@@ -11,13 +11,14 @@ import (
 
 	"github.com/cnifault/cnifault/cniconf"
 	"github.com/cnifault/cnifault/fixtures/report"
+	scn "github.com/cnifault/cnifault/fixtures/scenario"
 	"github.com/cnifault/cnifault/fixtures/verdict"
 )
 
 // stormCase is how a storm scenario's pods fail and how the fault clears.
 type stormCase struct {
 	// deadline is each RunPodSandbox's client deadline.
-	deadline time.Duration
+	deadline scn.Deadline
 	// settle is how long what the runtime still cleans up after a call its
 	// client gave up on may take to go (0: the settling kinds' window, as
 	// Leaks has it).
@@ -48,7 +49,7 @@ var _ = Describe("RunPodSandbox for many pods at once", func() {
 				On(cniconf.VerbAdd, cniconf.Fail(7, "cnifault: injected ADD error after bridge")).
 				On(cniconf.VerbDel, cniconf.Fail(7, "cnifault: injected DEL error")))
 		}, NodeTimeout(scenarioSetupTimeout))
-		itLeavesWhatSingleFailuresLeave(current, stormCase{deadline: criCallTimeout, clear: healthy})
+		itLeavesWhatSingleFailuresLeave(current, stormCase{deadline: scn.Within(criCallTimeout), clear: healthy})
 	})
 
 	When("many pods start at once while the CNI config dir is empty", Scenario("storm-no-cni-config"), Label("fault:storm"), func() {
@@ -56,7 +57,7 @@ var _ = Describe("RunPodSandbox for many pods at once", func() {
 			By("emptying the conf dir until the runtime reports NetworkReady=false")
 			sc.InstallNoNetwork(ctx)
 		}, NodeTimeout(scenarioSetupTimeout))
-		itLeavesWhatSingleFailuresLeave(current, stormCase{deadline: mayBlockCallTimeout, clear: func(ctx SpecContext) {
+		itLeavesWhatSingleFailuresLeave(current, stormCase{deadline: scn.Within(mayBlockCallTimeout), clear: func(ctx SpecContext) {
 			sc.InstallNetwork(ctx, cniconf.BridgeList(sc.Network))
 		}})
 	})
@@ -110,7 +111,7 @@ func itLeavesWhatSingleFailuresLeave(current func() *scenario, st stormCase) {
 		sc.kubeletRemovesFailedSandboxes(ctx)
 
 		By("retrying every pod of the storm")
-		errs = sc.RunPodsAtOnceE(ctx, criCallTimeout, 1, podRange(1, sc.Pods))
+		errs = sc.RunPodsAtOnceE(ctx, scn.Within(criCallTimeout), 1, podRange(1, sc.Pods))
 		sc.Storm.Retried = storm - failed(errs)
 		contract.Expect(sc.Storm.Retried).To(Equal(storm), "pods of the storm that could not be retried: %v", errors.Join(errs...))
 	}, SpecTimeout(scenarioTimeout))

@@ -9,21 +9,23 @@ import (
 
 	"github.com/cnifault/cnifault/cniconf"
 	"github.com/cnifault/cnifault/fixtures/report"
+	scn "github.com/cnifault/cnifault/fixtures/scenario"
 )
 
 // sustainedHangDeadline is the client deadline of each attempt while ADD
-// hangs: shorter than hangDeadline, since every attempt waits it out; and
-// sustainedSettleWindow is how long what the runtime still cleans up after
-// an abandoned attempt gets to go before the next attempt counts it:
-// kubelet's shortest backoff, when its next attempt would come.
-const (
-	sustainedHangDeadline = 1500 * time.Millisecond
-	sustainedSettleWindow = 10 * time.Second
-)
+// hangs, from the moment it hangs: shorter than hangDeadline, since every
+// attempt waits it out (an attempt the runtime holds before ADD waits
+// scn.HangReach); and sustainedSettleWindow is how long what the runtime
+// still cleans up after an abandoned attempt gets to go before the next
+// attempt counts it: kubelet's shortest backoff, when its next attempt
+// would come.
+var sustainedHangDeadline = scn.PastHang(cniconf.VerbAdd, 1500*time.Millisecond)
+
+const sustainedSettleWindow = 10 * time.Second
 
 // sustainedCase is how each attempt of a sustained scenario fails.
 type sustainedCase struct {
-	deadline time.Duration
+	deadline scn.Deadline
 	// settle, where set, is how long what the runtime still cleans up after
 	// an attempt its client gave up on may take to go.
 	settle time.Duration
@@ -46,7 +48,7 @@ var _ = Describe("A pod retried as kubelet retries it", func() {
 				On(cniconf.VerbAdd, cniconf.Fail(7, "cnifault: injected ADD error after bridge")).
 				On(cniconf.VerbDel, cniconf.Fail(7, "cnifault: injected DEL error")))
 		}, NodeTimeout(scenarioSetupTimeout))
-		itDoesNotLeakMorePerAttempt(current, sustainedCase{deadline: criCallTimeout})
+		itDoesNotLeakMorePerAttempt(current, sustainedCase{deadline: scn.Within(criCallTimeout)})
 	})
 
 	When("ADD hangs past the client's deadline on every attempt", Scenario("sustained-add-hang"), Label("fault:sustained", "fault:hang"), func() {

@@ -14,21 +14,31 @@ import (
 	"github.com/cnifault/cnifault/fixtures/inspect"
 	"github.com/cnifault/cnifault/fixtures/report"
 	"github.com/cnifault/cnifault/fixtures/runtimes"
+	scn "github.com/cnifault/cnifault/fixtures/scenario"
 )
 
 // Kubelet's teardown, compressed in time: it retries StopPodSandbox, then
 // RemovePodSandbox, on every sync; the harness gives it teardownWindow,
 // once while the fault persists and once after it cleared. Each call has
-// the client deadline teardownCallTimeout, kubelet's
-// runtime-request-timeout shortened as for a hanging ADD.
+// kubelet's own client deadline (criCallTimeout): a Stop that a loaded
+// machine makes slow is still the runtime's answer, and a round still in
+// flight when the window ends finishes before it is judged. Only where DEL
+// hangs is the deadline the point, and it runs from the hang.
 const (
-	teardownWindow      = 2 * time.Second
-	teardownInterval    = 250 * time.Millisecond
-	teardownCallTimeout = repeatHangDeadline
+	teardownWindow   = 2 * time.Second
+	teardownInterval = 250 * time.Millisecond
 	// teardownHangWindow lets two Stops run into their deadline while DEL
 	// hangs.
-	teardownHangWindow = 2 * teardownCallTimeout
+	teardownHangWindow = 2 * teardownHangAfter
+	// teardownHangAfter is how long a Stop waits on a hung DEL before its
+	// client gives up.
+	teardownHangAfter = 2 * time.Second
 )
+
+// teardownHangDeadline is a Stop's or Remove's client deadline while DEL
+// hangs: kubelet's deadline running out on the hung DEL, counted from the
+// moment it hangs.
+var teardownHangDeadline = scn.PastHang(cniconf.VerbDel, teardownHangAfter)
 
 // teardownCase is how a scenario breaks a live pod's network and how the
 // fault clears.
@@ -40,6 +50,9 @@ type teardownCase struct {
 	clear   func(ctx SpecContext)
 	// window is each round of kubelet's teardown; teardownWindow if zero.
 	window time.Duration
+	// deadline is each Stop's and Remove's; kubelet's (criCallTimeout) if
+	// zero.
+	deadline scn.Deadline
 }
 
 // A pod starts on a healthy network; then its network breaks, and kubelet
@@ -104,7 +117,8 @@ var _ = Describe("A live pod's teardown", func() {
 				healthy(ctx)
 				sc.stopHungPlugins()
 			},
-			window: teardownHangWindow,
+			window:   teardownHangWindow,
+			deadline: teardownHangDeadline,
 		})
 	})
 
@@ -169,6 +183,10 @@ var _ = Describe("A live pod's teardown", func() {
 // either point where it was removed.
 func itTearsDownAndLeavesNothing(current func() *scenario, tc teardownCase) {
 	window := cmp.Or(tc.window, teardownWindow)
+	deadline := tc.deadline
+	if deadline.Limit == 0 {
+		deadline = scn.Within(criCallTimeout)
+	}
 	timeout := scenarioTimeout
 	if tc.restart != nil {
 		timeout += runtimeRecoverTimeout
@@ -176,7 +194,7 @@ func itTearsDownAndLeavesNothing(current func() *scenario, tc teardownCase) {
 	It("is removed while the fault persists or once it clears, and leaves nothing", func(ctx SpecContext) {
 		sc := current()
 		By("starting a pod on the healthy network")
-		id, err := sc.RunSandboxWithin(ctx, criCallTimeout)
+		id, err := sc.RunSandboxWithin(ctx, scn.Within(criCallTimeout))
 		Expect(err).NotTo(HaveOccurred(), "the pod did not start on a healthy network")
 
 		By("breaking the pod's network")
@@ -185,16 +203,16 @@ func itTearsDownAndLeavesNothing(current func() *scenario, tc teardownCase) {
 		var removed bool
 		if tc.restart == nil {
 			By("tearing the pod down as kubelet does, while the fault persists")
-			removed = sc.kubeletTeardown(ctx, id, window)
+			removed = sc.kubeletTeardown(ctx, id, window, deadline)
 		} else {
 			By("stopping the pod once, while the fault persists")
-			removed = sc.kubeletTeardownOnce(ctx, id)
+			removed = sc.kubeletTeardownOnce(ctx, id, deadline)
 		}
 		sc.ExpectFaultFired(ctx, faultFiredTimeout)
 		if !removed && tc.restart != nil {
 			By("restarting the runtime, then tearing the pod down again while the fault persists")
 			tc.restart(ctx)
-			removed = sc.kubeletTeardown(ctx, id, window)
+			removed = sc.kubeletTeardown(ctx, id, window, deadline)
 		}
 		left, err := inspect.Take(ctx, sc.Target())
 		Expect(err).NotTo(HaveOccurred())
@@ -208,7 +226,7 @@ func itTearsDownAndLeavesNothing(current func() *scenario, tc teardownCase) {
 		By("clearing the fault, then tearing the pod down again")
 		tc.clear(ctx)
 		sc.Teardown = report.TeardownNever
-		if sc.kubeletTeardown(ctx, id, window) {
+		if sc.kubeletTeardown(ctx, id, window, deadline) {
 			sc.Teardown = report.TeardownAfterClear
 		}
 		contract.Expect(sc.Teardown).To(Equal(report.TeardownAfterClear), "kubelet's Stop and Remove did not remove the pod once the fault cleared")
@@ -217,23 +235,22 @@ func itTearsDownAndLeavesNothing(current func() *scenario, tc teardownCase) {
 }
 
 // kubeletTeardown retries StopPodSandbox and then RemovePodSandbox for
-// window, as kubelet's syncs would, each call within teardownCallTimeout,
-// and reports whether the runtime no longer lists the pod.
-func (sc *scenario) kubeletTeardown(ctx SpecContext, id string, window time.Duration) bool {
+// window, as kubelet's syncs would, each call within d, and reports whether
+// the runtime no longer lists the pod.
+func (sc *scenario) kubeletTeardown(ctx SpecContext, id string, window time.Duration, d scn.Deadline) bool {
 	quiet := NewGomega(func(string, ...int) {})
-	return quiet.Eventually(func() bool { return sc.kubeletTeardownOnce(ctx, id) }).
+	return quiet.Eventually(func() bool { return sc.kubeletTeardownOnce(ctx, id, d) }).
 		WithContext(ctx).WithTimeout(window).WithPolling(teardownInterval).Should(BeTrue())
 }
 
 // kubeletTeardownOnce is one sync's StopPodSandbox and RemovePodSandbox,
-// each within teardownCallTimeout: whether the runtime no longer lists the
-// pod after them. The first error is kept (StopErr): some faults show only
-// in the runtime's words.
-func (sc *scenario) kubeletTeardownOnce(ctx SpecContext, id string) bool {
+// each within d: whether the runtime no longer lists the pod after them.
+// The first error is kept (StopErr): some faults show only in the runtime's
+// words.
+func (sc *scenario) kubeletTeardownOnce(ctx SpecContext, id string, d scn.Deadline) bool {
 	call := func(name string, f func(context.Context, string) error) bool {
-		cctx, cancel := context.WithTimeout(ctx, teardownCallTimeout)
-		defer cancel()
-		if err := f(cctx, id); err != nil {
+		err := sc.Call(ctx, name, sc.PodUID(), d, func(cctx context.Context) error { return f(cctx, id) })
+		if err != nil {
 			GinkgoWriter.Printf("%s %s: %v\n", name, report.Short(id), err)
 			if sc.StopErr == "" {
 				sc.StopErr = err.Error()
