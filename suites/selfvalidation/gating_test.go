@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -59,28 +60,45 @@ func knownFailures(content string) string {
 }
 
 var _ = Describe("A CI gate with known failures", Label("gating"), func() {
-	When("every failure is listed and a passing scenario is listed too", func() {
-		It("reports xfail and a loud xpass and exits 0", func(ctx SpecContext) {
-			list := knownFailures(`
-- scenario: partial-add-del-fails
-  runtime: containerd
-  versions: ">=2.0.0"
-  reason: containerd issue 12130
-  link: https://github.com/containerd/containerd/issues/12130
-- scenario: partial-add-del-fails-once
-  runtime: containerd-2.4
-  reason: containerd issue 12130
-- scenario: healthy-network
-  reason: listed by mistake
-`)
-			r := runGated(ctx, "gating-all-known", "--known-failures", list, partialOnly)
+	When("every failure is listed with the signature it has", func() {
+		It("reports xfail and exits 0", func(ctx SpecContext) {
+			r := runGated(ctx, "gating-all-known", "--known-failures", filepath.Join(repoRoot, "hack", "known-failures.yaml"), partialOnly)
 			Expect(r.ExitCode).To(Equal(report.ExitPass), r.Output)
 			Expect(r.Report.Scenario("partial-add-del-fails").Verdict).To(Equal(report.XFail))
 			Expect(r.Report.Scenario("partial-add-del-fails").KnownFailure).NotTo(BeNil())
 			Expect(r.Report.Scenario("partial-add-del-fails-once").Verdict).To(Equal(report.XFail))
-			Expect(r.Report.Scenario("healthy-network").Verdict).To(Equal(report.XPass))
 			Expect(r.Report.Scenario("partial-add").Verdict).To(Equal(report.Pass))
-			Expect(r.Output).To(ContainSubstring(report.XPassNotice))
+		}, SpecTimeout(suiteRunTimeout))
+	})
+
+	When("a listed failure fails differently, or a listed pass fails", func() {
+		It("exits 1 with one line naming what changed", func(ctx SpecContext) {
+			list := knownFailures(`
+- scenario: partial-add-del-fails
+  runtime: containerd
+  versions: ">=2.0.0 <2.5.0"
+  leaks: [ip, netns]
+  reclaim: stuck
+  reason: a signature that is not the runtime's
+- scenario: partial-add-del-fails-once
+  runtime: containerd-2.4
+  leaks: [ip]
+  reclaim: stuck
+  reason: containerd issue 12130
+- scenario: healthy-network
+  runtime: containerd-2.4
+  leaks: [ip]
+  reclaim: stuck
+  reason: listed by mistake
+`)
+			r := runGated(ctx, "gating-changed", "--known-failures", list, partialOnly)
+			Expect(r.ExitCode).To(Equal(report.ExitFail), r.Output)
+			Expect(r.Report.Scenario("partial-add-del-fails").Verdict).To(Equal(report.Fail))
+			Expect(r.Output).To(ContainSubstring("known failure changed: partial-add-del-fails on containerd 2.4.2"))
+			Expect(r.Output).To(ContainSubstring("fail ip,netns → stuck became fail ip → stuck"))
+			Expect(r.Report.Scenario("partial-add-del-fails-once").Verdict).To(Equal(report.XFail))
+			Expect(r.Report.Scenario("healthy-network").Verdict).To(Equal(report.XPass))
+			Expect(r.Report.Scenario("healthy-network").ExpectationChanged).To(ContainSubstring("became pass"))
 		}, SpecTimeout(suiteRunTimeout))
 	})
 
@@ -89,10 +107,15 @@ var _ = Describe("A CI gate with known failures", Label("gating"), func() {
 			list := knownFailures(`
 - scenario: partial-add-del-fails
   runtime: containerd
+  versions: ">=2.0.0 <2.5.0"
+  leaks: [ip]
+  reclaim: stuck
   reason: containerd issue 12130
 - scenario: partial-add-del-fails-once
   runtime: containerd
-  versions: "<2.0.0"
+  versions: ">=1.0.0 <2.0.0"
+  leaks: [ip]
+  reclaim: stuck
   reason: only old versions
 `)
 			r := runGated(ctx, "gating-unlisted", "--known-failures", list, partialOnly)
@@ -102,16 +125,67 @@ var _ = Describe("A CI gate with known failures", Label("gating"), func() {
 		}, SpecTimeout(suiteRunTimeout))
 	})
 
-	When("the known-failures file is invalid", func() {
-		It("exits 2: the gate cannot be trusted", func(ctx SpecContext) {
-			list := knownFailures("- scenario: partial-add\n  resaon: typo\n")
-			r := runGated(ctx, "gating-invalid", "--known-failures", list, "-ginkgo.label-filter=control")
-			Expect(r.ExitCode).To(Equal(report.ExitHarness), r.Output)
-			// Refused before anything ran: one line naming the mistake.
-			Expect(r.Output).To(MatchRegexp(`(?m)^cnifault: .*resaon`), r.Output)
-			Expect(r.Output).NotTo(ContainSubstring("Will run"))
+	When("the known-failures file is invalid or an entry never expires", func() {
+		It("exits 2 before anything runs: the gate cannot be trusted", func(ctx SpecContext) {
+			for name, tc := range map[string]struct{ list, says string }{
+				"typo":       {"- scenario: partial-add\n  resaon: typo\n", "resaon"},
+				"open-ended": {"- scenario: partial-add\n  runtime: containerd\n  versions: '>=2.0.0'\n  leaks: []\n  reason: r\n", "bound its versions at both ends"},
+			} {
+				r := runGated(ctx, "gating-invalid-"+name, "--known-failures", knownFailures(tc.list), "-ginkgo.label-filter=control")
+				Expect(r.ExitCode).To(Equal(report.ExitHarness), r.Output)
+				// Refused before anything ran: one line naming the mistake.
+				Expect(r.Output).To(MatchRegexp(`(?m)^cnifault: .*`+tc.says), r.Output)
+				Expect(r.Output).NotTo(ContainSubstring("Will run"))
+			}
 		}, SpecTimeout(suiteRunTimeout))
 	})
+})
+
+// gateRecorded runs `cnifault gate` with the project's expectations on the
+// recorded containerd-2.4 report (fixtures/report/testdata/managed),
+// changed by change, and returns its exit status and output.
+func gateRecorded(ctx context.Context, change func(r *report.Report)) (int, string) {
+	GinkgoHelper()
+	r, err := report.Read(filepath.Join(repoRoot, "fixtures", "report", "testdata", "managed", "containerd-2.4.report.json"))
+	Expect(err).NotTo(HaveOccurred())
+	change(r)
+	dir := GinkgoT().TempDir()
+	_, err = r.WriteAll(dir)
+	Expect(err).NotTo(HaveOccurred())
+	cmd := exec.CommandContext(ctx, suiteBinary(), "gate", "--known-failures", filepath.Join(repoRoot, "hack", "known-failures.yaml"),
+		filepath.Join(dir, "report.json"))
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		return exit.ExitCode(), string(out)
+	}
+	Expect(err).NotTo(HaveOccurred(), string(out))
+	return 0, string(out)
+}
+
+var _ = Describe("The gate on a recorded report", Label("gating"), func() {
+	It("exits 0 where every signature holds", func(ctx SpecContext) {
+		code, out := gateRecorded(ctx, func(*report.Report) {})
+		Expect(code).To(Equal(report.ExitPass), out)
+	}, SpecTimeout(time.Minute))
+
+	It("exits 1 where a known failure's signature changed, saying what changed", func(ctx SpecContext) {
+		code, out := gateRecorded(ctx, func(r *report.Report) {
+			s := r.Scenario("partial-add-del-fails")
+			s.Leaks = append(s.Leaks, report.Leak{Kind: "netns", ID: "/run/netns/x"}, report.Leak{Kind: "sandbox", ID: "0123456789abcdef"})
+		})
+		Expect(code).To(Equal(report.ExitFail), out)
+		Expect(out).To(ContainSubstring("known failure changed: partial-add-del-fails on containerd 2.4.2+unknown: fail ip → stuck became fail ip,netns,sandbox → stuck"))
+	}, SpecTimeout(time.Minute))
+
+	It("exits 1 on a skip the file does not list, naming the scenario and the run's reason", func(ctx SpecContext) {
+		code, out := gateRecorded(ctx, func(r *report.Report) {
+			s := r.Scenario("status-recovers")
+			s.Verdict, s.Reason = report.Skipped, "the runtime did not invoke CNI STATUS"
+		})
+		Expect(code).To(Equal(report.ExitFail), out)
+		Expect(out).To(ContainSubstring("unlisted skip: status-recovers on containerd 2.4.2+unknown: the runtime did not invoke CNI STATUS"))
+	}, SpecTimeout(time.Minute))
 })
 
 var _ = Describe("A containerd build that is none of the named runtimes", Label("any-build"), func() {
