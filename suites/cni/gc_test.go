@@ -139,14 +139,18 @@ func (sc *scenario) expectGC(ctx SpecContext, since time.Time) []cniconf.Journal
 	GinkgoHelper()
 	var gcs []cniconf.JournalEntry
 	quiet := NewGomega(func(string, ...int) {})
+	var readErr error
 	seen := quiet.Eventually(func() int {
-		entries, _ := sc.Journal()
+		var entries []cniconf.JournalEntry
+		entries, readErr = sc.Journal()
 		gcs = slices.DeleteFunc(entries, func(e cniconf.JournalEntry) bool {
 			return e.Verb != cniconf.VerbGC || e.Time.Before(since)
 		})
 		return len(gcs)
 	}).WithContext(ctx).WithTimeout(gcWindow).WithPolling(pollInterval).Should(BeNumerically(">", 0))
 	if !seen {
+		// A finding only where the journal was read.
+		Expect(readErr).NotTo(HaveOccurred(), "reading cni-fault's journal")
 		Skip(fmt.Sprintf("the runtime did not invoke CNI GC within %s of a restart (cni-fault's journal holds no GC call): it does not garbage-collect CNI attachments", gcWindow))
 	}
 	sc.Fired = append(sc.Fired, fmt.Sprintf("GC with %d valid attachments", len(gcs[0].ValidAttachments)))
