@@ -160,18 +160,19 @@ func (sc *scenario) InstallMalformed(ctx SpecContext, content []byte) {
 	Expect(dir.WriteRaw(confFile, content)).To(Succeed())
 	Expect(runtimes.NetworkConfigChanged(ctx, rt)).To(Succeed(), "the runtime did not take up the new config")
 	sc.waitNetworkNotReady(ctx)
-	sc.ExpectNetworkNotReady()
+	sc.ExpectConfigFault()
 }
 
 // InstallNoNetwork empties the conf dir and waits until the runtime reports
-// NetworkReady=false.
+// NetworkReady=false; the fault fires for a call that meets it
+// (ExpectConfigFault).
 func (sc *scenario) InstallNoNetwork(ctx SpecContext) {
 	GinkgoHelper()
 	sc.UseRaw(nil)
 	Expect(cniconf.ConfDir(rt.CNIConfDir()).Clear()).To(Succeed())
 	Expect(runtimes.NetworkConfigChanged(ctx, rt)).To(Succeed(), "the runtime did not take up the new config")
 	sc.waitNetworkNotReady(ctx)
-	sc.ExpectNetworkNotReady()
+	sc.ExpectConfigFault()
 }
 
 func (sc *scenario) waitNetworkNotReady(ctx SpecContext) {
@@ -225,7 +226,7 @@ func removeAfterSpec(ids ...string) {
 func (sc *scenario) RunSandbox(ctx SpecContext) string {
 	GinkgoHelper()
 	id, err := sc.RunSandboxE(ctx)
-	Expect(err).NotTo(HaveOccurred(), "RunPodSandbox")
+	Expect(err).NotTo(HaveOccurred(), "the pod did not start on a healthy network")
 	return id
 }
 

@@ -124,7 +124,13 @@ var _ = Describe("A live pod's teardown", func() {
 
 	When("the CNI config dir is emptied after the pod started", Scenario("teardown-no-cni-config"), Label("fault:teardown"), func() {
 		itTearsDownAndLeavesNothing(current, teardownCase{
-			inject: func(ctx SpecContext) { sc.InstallNoNetwork(ctx) },
+			// The fault is the state a live pod's teardown meets: a runtime
+			// that tears down with the config cached at ADD (CRI-O) never
+			// reads the emptied dir, and its Stop says nothing of it.
+			inject: func(ctx SpecContext) {
+				sc.InstallNoNetwork(ctx)
+				sc.ExpectNetworkNotReady()
+			},
 			clear:  func(ctx SpecContext) { sc.InstallNetwork(ctx, chain()) },
 		})
 	})

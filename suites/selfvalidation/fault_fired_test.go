@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -15,6 +16,11 @@ import (
 	"github.com/cnifault/cnifault/fixtures/image"
 	"github.com/cnifault/cnifault/fixtures/report"
 )
+
+// neverFiresFamilies are the fault families whose scenarios start a pod
+// (the STATUS ones ask no pod of a runtime without STATUS; GC's need to
+// restart the runtime), and the control, which finds the node unusable.
+const neverFiresFamilies = "fault:add || fault:partial || fault:config || fault:storm || fault:sustained || fault:teardown || control"
 
 // A runtime whose RunPodSandbox fails before it ever reaches CNI (here: its
 // sandbox image is gone, as with a mistyped --sandbox-image) fails every
@@ -59,29 +65,43 @@ var _ = Describe("A fault scenario whose fault never fires", Label("fault-fired"
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(st.HoldsNetwork(network.Name)).To(BeTrue())
 		}).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
-		By("running the ADD and partial-ADD scenarios against it")
+		By("running every fault family that starts a pod against it: ADD, partial ADD, config, storm, sustained, teardown")
 		reportDir := filepath.Join(repoRoot, "_output", "reports", "fault-never-fires")
 		Expect(os.RemoveAll(reportDir)).To(Succeed())
 		cmd := suiteCommand(ctx, "", reportDir, filepath.Join(repoRoot, "_output", "work-fault-never-fires"),
 			"--runtime-endpoint", node.Endpoint(), "--cni-conf-dir", node.CNIConfDir(), "--cni-bin-dir", node.CNIBinDir(),
-			"--sandbox-image", image.PauseRef, "-ginkgo.label-filter=fault:add || fault:partial")
+			"--sandbox-image", image.PauseRef, "-ginkgo.label-filter="+neverFiresFamilies)
 		out, _ := cmd.CombinedOutput()
 		GinkgoWriter.Printf("%s\n", out)
 		Expect(cmd.ProcessState.ExitCode()).To(Equal(report.ExitHarness), "%s", out)
 		r, err := report.Read(filepath.Join(reportDir, "report.json"))
 		Expect(err).NotTo(HaveOccurred(), "%s", out)
 
-		By("finding every scenario an error that names the fault that never fired")
-		ran := 0
+		By("finding every scenario an error that names the fault that never fired, or the pod that never started")
+		var ran []string
 		for _, s := range r.Scenarios {
 			if s.Verdict == report.Skipped {
 				continue
 			}
-			ran++
+			ran = append(ran, s.ID)
 			Expect(s.Verdict).To(Equal(report.Error), "%s: %+v", s.ID, s)
-			Expect(s.Failure).To(ContainSubstring("the injected fault never fired"), s.ID)
-			Expect(s.FaultsFired).To(BeEmpty(), s.ID)
+			if s.ID == "healthy-network" || strings.HasPrefix(s.ID, "teardown-") {
+				// A live pod's faults break a pod that never started.
+				Expect(s.Failure).To(ContainSubstring("the pod did not start on a healthy network"), s.ID)
+			} else {
+				Expect(s.Failure).To(ContainSubstring("the injected fault never fired"), s.ID)
+				Expect(s.FaultsFired).To(BeEmpty(), s.ID)
+			}
 		}
-		Expect(ran).To(Equal(7), "the four ADD and three partial-ADD scenarios")
+		// The config faults are the case a state check missed: the conf
+		// dir was empty and NetworkReady false, and RunPodSandbox failed —
+		// on the sandbox image, not the config.
+		Expect(ran).To(ConsistOf("healthy-network", "add-error", "add-exit-no-output", "add-garbage-result", "add-crash",
+			"partial-add", "partial-add-del-fails", "partial-add-del-fails-once",
+			"no-cni-config", "malformed-cni-config", "missing-plugin-binary", "late-cni-config",
+			"storm-partial-add-del-fails", "storm-no-cni-config", "storm-add-hang",
+			"sustained-partial-add-del-fails", "sustained-add-hang",
+			"teardown-del-error", "teardown-del-error-once", "teardown-del-hang", "teardown-no-cni-config"))
+		Expect(r.NodeUnusable).NotTo(BeEmpty(), "the control did not run: nothing says the node is unusable")
 	}, SpecTimeout(suiteRunTimeout+nodeRuntimeTimeout))
 })
