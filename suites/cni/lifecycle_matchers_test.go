@@ -47,8 +47,9 @@ type sustainedReport struct {
 	Sustained report.Sustained
 }
 
-// NotGrowWithAttempts succeeds when no kind of leak grows with kubelet's
-// attempts; its failure names the rate and what it drains.
+// NotGrowWithAttempts succeeds when kubelet could retry the pod and no kind
+// of leak grows with its attempts; its failure names the rate and what it
+// drains, or the Stops that kept the pod stuck.
 func NotGrowWithAttempts() types.GomegaMatcher { return notGrow{} }
 
 type notGrow struct{}
@@ -58,11 +59,14 @@ func (notGrow) Match(actual any) (bool, error) {
 	if !ok {
 		return false, fmt.Errorf("NotGrowWithAttempts expects a sustainedReport, got %T", actual)
 	}
-	return !r.Sustained.Grows(), nil
+	return !r.Sustained.Grows() && r.Sustained.Stuck == nil, nil
 }
 
 func (notGrow) FailureMessage(actual any) string {
 	r := actual.(sustainedReport)
+	if r.Sustained.Stuck != nil {
+		return fmt.Sprintf("scenario %s: %s; the last Stop: %s", r.Scenario, r.Sustained.Text(), r.Sustained.Stuck.Error)
+	}
 	return fmt.Sprintf("scenario %s: %s over %d attempts: %s", r.Scenario, r.Sustained.GrowthText(), r.Sustained.Attempts, r.Sustained.Text())
 }
 

@@ -61,26 +61,36 @@ var _ = Describe("A pod retried as kubelet retries it", func() {
 	})
 })
 
+// stuckSyncs is how many of kubelet's syncs fail to kill the pod before it
+// counts as stuck: its Stop fails every time while the fault persists.
+const stuckSyncs = 3
+
 // itDoesNotLeakMorePerAttempt retries the scenario's pod tc.SustainedAttempts
-// times under the fault, kubelet's Stop and Remove of the failed sandbox
-// after each, and counts what is left after each: no kind may grow with
-// the attempts.
+// times under the fault, as kubelet does: after each attempt its next sync
+// kills the pod's sandbox, and only once that succeeded does it make the
+// next attempt (kuberuntime_manager.go SyncPod at v1.34: a failed
+// killPodWithSyncResult returns before createPodSandbox), its GC removing
+// the dead sandbox. It counts what is left after each attempt: no kind may
+// grow with the attempts, and a pod whose Stop keeps failing is stuck — it
+// never starts.
 func itDoesNotLeakMorePerAttempt(current func() *scenario, su sustainedCase) {
-	It("leaves no more after each attempt than after the first", func(ctx SpecContext) {
+	It("is retried by kubelet and leaves no more after each attempt than after the first", func(ctx SpecContext) {
 		sc := current()
 		var per []report.AttemptLeaks
 		var first map[string]int
 		for attempt := range tc.SustainedAttempts {
-			By(fmt.Sprintf("attempt %d: running the pod, then stopping and removing its failed sandbox", attempt+1))
+			By(fmt.Sprintf("attempt %d: running the pod, then killing its failed sandbox as kubelet's next sync does", attempt+1))
 			errs := sc.RunPodsAtOnceE(ctx, su.deadline, uint32(attempt), []int{0})
 			if attempt == 0 {
 				sc.ExpectFaultFired(ctx, faultFiredTimeout)
 			}
 			contract.Expect(errs[0]).To(HaveOccurred(), "RunPodSandbox succeeded despite the fault (attempt %d)", attempt+1)
-			// Kubelet's next sync stops the pod's sandboxes once; its
-			// container GC removes the dead ones.
-			if err := sc.StopAndRemoveLeftovers(ctx); err != nil {
-				GinkgoWriter.Printf("kubelet's teardown: %v\n", err)
+			stuck := sc.kubeletKillsPod(ctx)
+			if stuck == nil {
+				// Killed: kubelet's GC removes the dead sandbox.
+				if err := sc.StopAndRemoveLeftovers(ctx); err != nil {
+					GinkgoWriter.Printf("kubelet's GC: %v\n", err)
+				}
 			}
 			// After the first attempt, what the runtime still cleans up
 			// gets its window to go down to the first attempt's level.
@@ -90,9 +100,30 @@ func itDoesNotLeakMorePerAttempt(current func() *scenario, su sustainedCase) {
 			}
 			per = append(per, report.AttemptLeaks{Attempt: attempt + 1, Leaks: counts})
 			GinkgoWriter.Printf("after attempt %d: %v\n", attempt+1, counts)
+			if stuck != nil {
+				s := report.NewSustained(per, sc.Network.Subnet)
+				s.Stuck = stuck
+				sc.Sustained = &s
+				contract.Expect(sustainedReport{sc.ID, s}).To(NotGrowWithAttempts())
+				return
+			}
 		}
 		s := report.NewSustained(per, sc.Network.Subnet)
 		sc.Sustained = &s
 		contract.Expect(sustainedReport{sc.ID, s}).To(NotGrowWithAttempts())
 	}, SpecTimeout(scenarioTimeout))
+}
+
+// kubeletKillsPod is kubelet's kill of the pod on its next syncs
+// (killPodWithSyncResult: StopPodSandbox of every sandbox of the pod): nil
+// once a kill succeeded, or the pod stuck after stuckSyncs failed ones.
+func (sc *scenario) kubeletKillsPod(ctx SpecContext) *report.Stuck {
+	var err error
+	for range stuckSyncs {
+		if err = sc.StopLeftovers(ctx); err == nil {
+			return nil
+		}
+		GinkgoWriter.Printf("kubelet's kill of the pod: %v\n", err)
+	}
+	return &report.Stuck{FailedStops: stuckSyncs, Error: err.Error()}
 }
