@@ -131,7 +131,7 @@ var _ = Describe("A live pod's teardown", func() {
 				sc.InstallNoNetwork(ctx)
 				sc.ExpectNetworkNotReady()
 			},
-			clear:  func(ctx SpecContext) { sc.InstallNetwork(ctx, chain()) },
+			clear: func(ctx SpecContext) { sc.InstallNetwork(ctx, chain()) },
 		})
 	})
 
