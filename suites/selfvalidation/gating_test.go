@@ -154,13 +154,7 @@ func gateRecorded(ctx context.Context, change func(r *report.Report)) (int, stri
 	Expect(err).NotTo(HaveOccurred())
 	cmd := exec.CommandContext(ctx, suiteBinary(), "gate", "--known-failures", filepath.Join(repoRoot, "hack", "known-failures.yaml"),
 		filepath.Join(dir, "report.json"))
-	out, err := cmd.CombinedOutput()
-	var exit *exec.ExitError
-	if errors.As(err, &exit) {
-		return exit.ExitCode(), string(out)
-	}
-	Expect(err).NotTo(HaveOccurred(), string(out))
-	return 0, string(out)
+	return combinedExit(cmd)
 }
 
 var _ = Describe("The gate on a recorded report", Label("gating"), func() {
@@ -235,6 +229,13 @@ func runGate(ctx context.Context, runtime, name string, extra ...string) (int, s
 	args := append([]string{filepath.Join(repoRoot, "hack", "gate.sh"), "--work-dir", filepath.Join(repoRoot, "_output", "work-"+name)}, extra...)
 	cmd := exec.CommandContext(ctx, "bash", args...)
 	cmd.Env = append(os.Environ(), "RUNTIME="+runtime, "REPORT_DIR="+reportDir)
+	return combinedExit(cmd)
+}
+
+// combinedExit runs cmd and returns its exit status and output: a status
+// of its own is an answer, anything else (it could not start) fails.
+func combinedExit(cmd *exec.Cmd) (int, string) {
+	GinkgoHelper()
 	out, err := cmd.CombinedOutput()
 	GinkgoWriter.Printf("%s\n", out)
 	var exit *exec.ExitError
