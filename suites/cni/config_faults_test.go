@@ -17,7 +17,7 @@ var _ = Describe("RunPodSandbox", func() {
 	When("the CNI config dir holds only invalid JSON", Scenario("malformed-cni-config"), Label("fault:config"), func() {
 		BeforeEach(func(ctx SpecContext) {
 			sc = newScenario(ctx)
-			By("writing a conflist that is not JSON until the runtime reports NetworkReady=false")
+			By("writing a conflist that is not JSON until the runtime has no usable network")
 			sc.InstallMalformed(ctx, []byte("{ \"cniVersion\": \"1.0.0\", \"name\": \n"))
 		}, NodeTimeout(scenarioSetupTimeout))
 

@@ -24,9 +24,9 @@ const (
 	modelStorm           = "kubelet starting many pods at once (a node boot, a rollout): RunPodSandbox of each at attempt 0 " +
 		"at the same time; once the fault clears, Stop and Remove of every failed sandbox, then RunPodSandbox of each at attempt 1"
 	modelSustained  = report.KubeletRetryModel + "; here each attempt follows the last one's Stop and Remove at once"
-	modelLateConfig = "a node boot: RunPodSandbox before the CNI config exists, as a client that does not wait for " +
-		"NetworkReady does (and kubelet within its 5 s readiness poll); once the config appears, Stop and Remove of " +
-		"the early sandboxes, then RunPodSandbox of each pod at attempt 1"
+	modelLateConfig = "a node boot: the runtime starts with no CNI config and RunPodSandbox comes at once, with " +
+		"kubelet's 2 min deadline (a call the runtime holds resumes when the config appears); then Stop and Remove of " +
+		"the early sandboxes, and RunPodSandbox of each pod at attempt 1"
 )
 
 // kubeletModel is the kubelet behaviour a scenario models, from its id and

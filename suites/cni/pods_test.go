@@ -3,6 +3,7 @@ package cni_test
 import (
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -35,6 +36,43 @@ func (sc *scenario) RunPodsAtOnceE(ctx SpecContext, d scn.Deadline, attempt uint
 	wg.Wait()
 	removeAfterSpec(slices.DeleteFunc(ids, func(id string) bool { return id == "" })...)
 	return errs
+}
+
+// podCalls are RunPodSandbox calls made at once that may not have returned
+// yet (StartPodsAtOnce).
+type podCalls struct {
+	wg   sync.WaitGroup
+	done []atomic.Bool
+	ids  []string
+	errs []error
+}
+
+// StartPodsAtOnce is RunPodsAtOnceE without waiting for the calls: a
+// runtime may hold them (a CRI-O that was never ready, until a network
+// loads). Wait returns their errors.
+func (sc *scenario) StartPodsAtOnce(ctx SpecContext, d scn.Deadline, attempt uint32, pods []int) *podCalls {
+	GinkgoHelper()
+	sc.takeBaseline(ctx)
+	if sc.RunStarted.IsZero() {
+		sc.RunStarted = time.Now()
+	}
+	c := &podCalls{done: make([]atomic.Bool, len(pods)), ids: make([]string, len(pods)), errs: make([]error, len(pods))}
+	for i, k := range pods {
+		c.wg.Go(func() {
+			defer GinkgoRecover()
+			c.ids[i], c.errs[i] = sc.RunPod(ctx, d, sc.PodConfigOf(k, attempt))
+			c.done[i].Store(true)
+		})
+	}
+	return c
+}
+
+// Wait waits for every call and returns their errors in the pods' order; a
+// pod that did start is stopped and removed after the spec.
+func (c *podCalls) Wait() []error {
+	c.wg.Wait()
+	removeAfterSpec(slices.DeleteFunc(slices.Clone(c.ids), func(id string) bool { return id == "" })...)
+	return c.errs
 }
 
 // podRange is the pod numbers from..to-1.

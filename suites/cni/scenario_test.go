@@ -44,7 +44,8 @@ const (
 	criCallTimeout = scn.KubeletRequestTimeout
 	// mayBlockCallTimeout is the client deadline of a RunPodSandbox that a
 	// runtime may hold rather than fail while its network is not ready
-	// (CRI-O waits for CNI readiness; containerd fails at once). The
+	// (a CRI-O that was never ready waits for CNI readiness; containerd,
+	// and a CRI-O that was ready once, fail at once). The
 	// contract then applies once the call has timed out: it failed, and
 	// nothing it made may be left. Kubelet would give up at the same point
 	// and retry.
@@ -120,8 +121,8 @@ func (sc *scenario) InstallNetwork(ctx SpecContext, l cniconf.NetworkList) {
 
 // InstallNetworkOrRefusal is InstallNetwork for a list that a runtime may
 // refuse to load (CRI-O validates a list's plugins when it loads it): it
-// also accepts a runtime that reports NetworkReady=false and names the file
-// as refused. Then no ADD can happen, and the journal says nothing of DEL.
+// also accepts a runtime that names the file as refused and has no usable
+// network (NetworkReady=false, or no network held). Then no ADD can happen, and the journal says nothing of DEL.
 func (sc *scenario) InstallNetworkOrRefusal(ctx SpecContext, l cniconf.NetworkList) {
 	GinkgoHelper()
 	sc.writeList(ctx, l)
@@ -129,7 +130,7 @@ func (sc *scenario) InstallNetworkOrRefusal(ctx SpecContext, l cniconf.NetworkLi
 	Eventually(func(g Gomega) {
 		st, err := runtimes.Network(ctx, rt)
 		g.Expect(err).NotTo(HaveOccurred())
-		if why, refused := st.Refused[file]; refused && !st.Ready {
+		if why, refused := st.Refused[file]; refused && st.Unusable() {
 			GinkgoWriter.Printf("the runtime refused %s: %s\n", file, why)
 			sc.ExpectRefusal(why)
 			return
@@ -151,7 +152,7 @@ func (sc *scenario) writeList(ctx SpecContext, l cniconf.NetworkList) {
 }
 
 // InstallMalformed writes content as the only config and waits until the
-// runtime reports NetworkReady=false.
+// runtime has no usable network.
 func (sc *scenario) InstallMalformed(ctx SpecContext, content []byte) {
 	GinkgoHelper()
 	sc.UseRaw(content)
@@ -159,28 +160,29 @@ func (sc *scenario) InstallMalformed(ctx SpecContext, content []byte) {
 	Expect(dir.Clear()).To(Succeed())
 	Expect(dir.WriteRaw(confFile, content)).To(Succeed())
 	Expect(runtimes.NetworkConfigChanged(ctx, rt)).To(Succeed(), "the runtime did not take up the new config")
-	sc.waitNetworkNotReady(ctx)
+	sc.waitNoNetwork(ctx)
 	sc.ExpectConfigFault()
 }
 
-// InstallNoNetwork empties the conf dir and waits until the runtime reports
-// NetworkReady=false; the fault fires for a call that meets it
-// (ExpectConfigFault).
+// InstallNoNetwork empties the conf dir and waits until the runtime has no
+// usable network: NetworkReady=false, or (a CRI-O that was ready once,
+// which stays ready) no network held. The fault fires for a call that
+// meets it (ExpectConfigFault).
 func (sc *scenario) InstallNoNetwork(ctx SpecContext) {
 	GinkgoHelper()
 	sc.UseRaw(nil)
 	Expect(cniconf.ConfDir(rt.CNIConfDir()).Clear()).To(Succeed())
 	Expect(runtimes.NetworkConfigChanged(ctx, rt)).To(Succeed(), "the runtime did not take up the new config")
-	sc.waitNetworkNotReady(ctx)
+	sc.waitNoNetwork(ctx)
 	sc.ExpectConfigFault()
 }
 
-func (sc *scenario) waitNetworkNotReady(ctx SpecContext) {
+func (sc *scenario) waitNoNetwork(ctx SpecContext) {
 	GinkgoHelper()
 	Eventually(func(g Gomega) {
 		st, err := runtimes.Network(ctx, rt)
 		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(st.Ready).To(BeFalse(), "the runtime still reports NetworkReady with %s %v", st.CNIConfig, st.Networks)
+		g.Expect(st.Unusable()).To(BeTrue(), "the runtime still reports NetworkReady with %s %v", st.CNIConfig, st.Networks)
 	}).WithContext(ctx).WithTimeout(networkSettleTimeout).WithPolling(pollInterval).Should(Succeed(),
 		"the runtime did not drop its CNI config")
 }

@@ -54,7 +54,7 @@ var _ = Describe("RunPodSandbox for many pods at once", func() {
 
 	When("many pods start at once while the CNI config dir is empty", Scenario("storm-no-cni-config"), Label("fault:storm"), func() {
 		BeforeEach(func(ctx SpecContext) {
-			By("emptying the conf dir until the runtime reports NetworkReady=false")
+			By("emptying the conf dir until the runtime has no usable network")
 			sc.InstallNoNetwork(ctx)
 		}, NodeTimeout(scenarioSetupTimeout))
 		itLeavesWhatSingleFailuresLeave(current, stormCase{deadline: scn.Within(mayBlockCallTimeout), clear: func(ctx SpecContext) {

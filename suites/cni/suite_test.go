@@ -64,8 +64,8 @@ func setRuntimeTimeouts() {
 	b := runtimes.BoundsOf(name)
 	runtimeTeardownTimeout = b.Teardown
 	runtimeRecoverTimeout = b.Restart
-	scenarioSetupTimeout = scenarioSetupBase + b.ConfigChange
-	scenarioRestoreTimeout = scenarioRestoreBase + b.ConfigChange + restoreMargin
+	scenarioSetupTimeout = scenarioSetupBase
+	scenarioRestoreTimeout = scenarioRestoreBase + restoreMargin
 }
 
 // tc is the run's configuration: cnifault's flags, checked as a whole by

@@ -129,7 +129,7 @@ var _ = Describe("A live pod's teardown", func() {
 			// reads the emptied dir, and its Stop says nothing of it.
 			inject: func(ctx SpecContext) {
 				sc.InstallNoNetwork(ctx)
-				sc.ExpectNetworkNotReady()
+				sc.ExpectNoNetwork()
 			},
 			clear: func(ctx SpecContext) { sc.InstallNetwork(ctx, chain()) },
 		})
