@@ -73,7 +73,7 @@ var _ = Describe("Pods started before the CNI config exists", func() {
 
 			By("retrying every pod")
 			errs = sc.RunPodsAtOnceE(ctx, scn.Within(criCallTimeout), 1, pods)
-			contract.Expect(errors.Join(errs...)).NotTo(HaveOccurred(), "a retried pod did not start once the config appeared")
+			sc.expectStartedAgain(ctx, errors.Join(errs...), "the pods' retry once the config appeared")
 		}, SpecTimeout(scenarioTimeout))
 	})
 })

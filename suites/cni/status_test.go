@@ -170,7 +170,7 @@ var _ = Describe("CNI STATUS", func() {
 
 			By("running a pod sandbox")
 			_, err := sc.RunSandboxWithin(ctx, scn.Within(criCallTimeout))
-			contract.Expect(err).NotTo(HaveOccurred(), "the pod did not start once STATUS passed")
+			sc.expectStartedAgain(ctx, err, "the pod's start once STATUS passed")
 		}, SpecTimeout(scenarioTimeout))
 	})
 })
