@@ -159,6 +159,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 			CNIBinDir:    tc.CNIBinDir,
 			NetNSDir:     tc.NetNSDir,
 			SandboxImage: tc.SandboxImage,
+			RuntimeLog:   tc.RuntimeLog,
 			FaultPlugin:  absPath(tc.FaultPlugin),
 			WorkDir:      absPath(filepath.Join(tc.WorkDir, "external-"+instance)),
 			RunID:        runID,

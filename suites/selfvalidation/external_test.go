@@ -345,10 +345,7 @@ var _ = Describe("External endpoint mode", Label("external"), Ordered, func() {
 			Expect(err).NotTo(HaveOccurred(), out)
 		}, NodeTimeout(suiteRunTimeout))
 
-		// managedOnly are the scenarios that kill, restart or reconfigure
-		// the runtime itself, or change its bin dir: not on an endpoint.
-		managedOnly := []string{"runtime-killed-mid-add", "gc-spares-live-pods", "gc-reclaims-leak",
-			"teardown-runtime-restart", "teardown-missing-plugin-binary"}
+		managedOnly := managedOnlyIDs()
 
 		It("runs the catalog with the verdicts of the same runtime managed", func() {
 			Expect(code).To(Equal(report.ExitFail), out)

@@ -98,6 +98,28 @@ func expectationOf(id string, k *report.KnownFailure) expectation {
 
 // catalogIDs are the suite's scenarios, from `cnifault list`.
 func catalogIDs() []string {
+	var ids []string
+	for _, row := range catalogRows() {
+		ids = append(ids, row[0])
+	}
+	return ids
+}
+
+// managedOnlyIDs are the scenarios labelled managed-only in `cnifault list`:
+// they kill, restart or reconfigure the runtime, or change its bin dir, so
+// an external run skips them.
+func managedOnlyIDs() []string {
+	var ids []string
+	for _, row := range catalogRows() {
+		if len(row) > 1 && slices.Contains(strings.Split(row[1], ","), "managed-only") {
+			ids = append(ids, row[0])
+		}
+	}
+	return ids
+}
+
+// catalogRows are `cnifault list`'s rows: the id, then the labels.
+func catalogRows() [][]string {
 	bin := os.Getenv("CNIFAULT_SUITE_BINARY")
 	if bin == "" {
 		bin = "../../_output/bin/cnifault"
@@ -106,13 +128,13 @@ func catalogIDs() []string {
 	if err != nil {
 		panic(fmt.Sprintf("%s list: %v (build the suite first: make test does)", bin, err))
 	}
-	var ids []string
+	var rows [][]string
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n")[1:] {
 		if f := strings.Fields(line); len(f) > 0 {
-			ids = append(ids, f[0])
+			rows = append(rows, f)
 		}
 	}
-	return ids
+	return rows
 }
 
 // sameReclaim compares reclaim outcomes where "" and not-needed both say
