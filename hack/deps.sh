@@ -56,7 +56,8 @@ for r in "$@"; do
 done
 
 # chosen prints the sources (apt:<pkg>, build:<what>, project, go) that the
-# wanted runtimes need, one a line, each once; with none wanted, every source.
+# wanted runtimes need, one a line, each once; with none wanted, every source
+# but the node's own (needed: node).
 chosen() {
   local n=0 program source needed runby extra tag w ok
   local -A seen=()
@@ -64,6 +65,8 @@ chosen() {
     n=$((n + 1))
     [[ -z $program || $program == \#* ]] && continue
     [[ -n $runby && -z $extra ]] || die "hack/programs.txt:$n: want 4 columns"
+    # The node's own: external mode uses it where the node has it.
+    [[ $needed == node ]] && continue
     ok=$(( ${#wanted[@]} == 0 ))
     for tag in ${needed//,/ }; do
       for w in "${wanted[@]}"; do
