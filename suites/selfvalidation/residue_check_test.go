@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -44,6 +45,10 @@ func orphan(elsewhere bool, argv ...string) int {
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(ppid != os.Getpid()).To(Equal(elsewhere), "the parent of %d", pid)
 		g.Expect(ppid).NotTo(Equal(group))
+		// Until sh's forked child has exec'd argv, it is still an sh.
+		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(strings.Split(strings.TrimSuffix(string(cmdline), "\x00"), "\x00")).To(Equal(argv), "the argv of %d", pid)
 	}).WithTimeout(10 * time.Second).Should(Succeed())
 	return pid
 }
