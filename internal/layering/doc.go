@@ -2,12 +2,16 @@
 // importing in one direction, in the spirit of Kubernetes'
 // .import-restrictions for its e2e framework:
 //
-//	suites → framework → runtimes → adapters (containerd, crio) → daemon
+//	suites → cli (the command line, on top) → runtimes, report, bisect
+//	suites → runtimes → adapters (containerd, crio) → daemon
 //	                                  → host, cri, image (the leaves)
 //	suites → inspect (→ host, cri), report, cniconf
 //	suites → verdict → inspect, report, cniconf
-//	suites → scenario → framework, runtimes, inspect, host, verdict, report, cniconf
+//	suites → scenario → runtimes, inspect, host, verdict, report, cniconf
 //	cmd/cni-fault → cniconf only
+//
+// No engine package imports the CLI (fixtures/cli): the command line
+// stands on the engine, never the engine on it.
 //
 // The adapters know nothing of inventories, reports or CNI configs: what
 // they share is fixtures/daemon's, and only runtimes knows them both.

@@ -40,7 +40,7 @@ var allowed = map[string][]string{
 		"fixtures/cri", "fixtures/image", "fixtures/inspect", "fixtures/report"},
 	// cnifault bisect builds containerd tags itself (containerd.Build):
 	// no runtime is brought up by the command, only by the runs it starts.
-	"fixtures/framework": {"cniconf", "fixtures/runtimes", "fixtures/report", "fixtures/bisect", "fixtures/containerd"},
+	"fixtures/cli": {"cniconf", "fixtures/runtimes", "fixtures/report", "fixtures/bisect", "fixtures/containerd"},
 	// The search over containerd's tags: it knows the report it reads, and
 	// the cnifault binary only as a program to run.
 	"fixtures/bisect": {"fixtures/report"},
@@ -49,7 +49,7 @@ var allowed = map[string][]string{
 	"fixtures/verdict": {"cniconf", "fixtures/inspect", "fixtures/report"},
 	// One scenario's life on the runtime, without Ginkgo: it knows the
 	// runtime through fixtures/runtimes, as the suite does.
-	"fixtures/scenario": {"cniconf", "fixtures/framework", "fixtures/runtimes", "fixtures/inspect", "fixtures/host",
+	"fixtures/scenario": {"cniconf", "fixtures/runtimes", "fixtures/inspect", "fixtures/host",
 		"fixtures/report", "fixtures/verdict"},
 	"internal/testenv":  {"fixtures/host"},
 	"internal/layering": {},
@@ -59,13 +59,17 @@ var allowed = map[string][]string{
 	"cmd/cnifault-build": {"fixtures/containerd"},
 	"cmd/cnifault-bench": {"fixtures/report"},
 	// The conformance suite knows runtimes only through fixtures/runtimes.
-	"suites/cni": {"cniconf", "fixtures/framework", "fixtures/verdict", "fixtures/scenario", "fixtures/runtimes",
+	"suites/cni": {"cniconf", "fixtures/cli", "fixtures/verdict", "fixtures/scenario", "fixtures/runtimes",
 		"fixtures/inspect", "fixtures/host", "fixtures/cri", "fixtures/report"},
 }
 
 // Packages that may import anything but suites: the self-validation starts
 // runtimes of its own as stand-ins for a node's.
 var anythingBelowSuites = []string{"suites/selfvalidation"}
+
+// cliPackage is the command line: it stands on the engine, so no package
+// but the suites' entry imports it, not even from a test.
+const cliPackage = "fixtures/cli"
 
 var testFrameworks = []string{"github.com/onsi/ginkgo", "github.com/onsi/gomega"}
 
@@ -122,6 +126,8 @@ func judge(pkg, imp string, isTest bool) string {
 	switch {
 	case strings.HasPrefix(target, "suites/"):
 		return "nothing imports suites"
+	case target == cliPackage && pkg != cliPackage && !inSuites:
+		return "no engine package imports the command line (" + cliPackage + "): it stands on the engine"
 	case target == "internal/testenv" && !isTest:
 		return "internal/testenv is for tests only"
 	case (isTest && !inSuites) || target == pkg || slices.Contains(anythingBelowSuites, pkg):
@@ -166,6 +172,8 @@ func TestEveryRuleIsEnforced(t *testing.T) {
 	write("fixtures/host/a.go", `package host; import _ "`+module+`internal/testenv"`)
 	write("suites/cni/a_test.go", `package cni; import _ "`+module+`fixtures/containerd"`)
 	write("fixtures/newpkg/a.go", `package newpkg; import _ "`+module+`cniconf"`)
+	write("fixtures/scenario/a.go", `package scenario; import _ "`+module+`fixtures/cli"`)
+	write("fixtures/verdict/a_test.go", `package verdict; import _ "`+module+`fixtures/cli"`)
 	// Allowed: a test reaching sideways, and the self-validation's stand-ins.
 	write("fixtures/inspect/b_test.go", `package inspect; import _ "`+module+`fixtures/containerd"`)
 	write("suites/selfvalidation/a_test.go", `package sv; import _ "`+module+`fixtures/containerd"`)
@@ -178,7 +186,8 @@ func TestEveryRuleIsEnforced(t *testing.T) {
 		got = append(got, v.file)
 	}
 	sort.Strings(got)
-	want := []string{"cniconf/a.go", "fixtures/host/a.go", "fixtures/inspect/a.go", "fixtures/newpkg/a.go", "fixtures/report/a.go", "suites/cni/a_test.go"}
+	want := []string{"cniconf/a.go", "fixtures/host/a.go", "fixtures/inspect/a.go", "fixtures/newpkg/a.go", "fixtures/report/a.go",
+		"fixtures/scenario/a.go", "fixtures/verdict/a_test.go", "suites/cni/a_test.go"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("violations in %v, want %v (%+v)", got, want, vs)
 	}

@@ -6,11 +6,11 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	"github.com/onsi/ginkgo/v2/types"
 
-	"github.com/cnifault/cnifault/fixtures/framework"
+	"github.com/cnifault/cnifault/fixtures/cli"
 	"github.com/cnifault/cnifault/fixtures/verdict"
 )
 
-var live = framework.NewProgress(os.Stdout)
+var live = cli.NewProgress(os.Stdout)
 
 // registerProgress adds the nodes that show each scenario as it runs. It is
 // called just before RunSpecs, not at package level: Ginkgo's PreviewSpecs

@@ -12,7 +12,6 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/cnifault/cnifault/cniconf"
-	"github.com/cnifault/cnifault/fixtures/framework"
 	"github.com/cnifault/cnifault/fixtures/inspect"
 	"github.com/cnifault/cnifault/fixtures/runtimes"
 	scn "github.com/cnifault/cnifault/fixtures/scenario"
@@ -74,7 +73,7 @@ func newScenario(ctx SpecContext) *scenario {
 	Expect(id).NotTo(BeEmpty(), "spec %q has no scenario label", CurrentSpecReport().FullText())
 	texts := CurrentSpecReport().ContainerHierarchyTexts
 	sc := &scenario{scn.New(rt, scope(),
-		framework.ScenarioNames{RunID: runID, Process: GinkgoParallelProcess(), Seq: scenarioSeq, ID: id},
+		scn.ScenarioNames{RunID: runID, Process: GinkgoParallelProcess(), Seq: scenarioSeq, ID: id},
 		strings.TrimPrefix(texts[len(texts)-1], "when "))}
 	sc.Kubelet = kubeletModel(id, CurrentSpecReport().Labels())
 	Expect(sc.Prepare()).To(Succeed())

@@ -22,9 +22,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cnifault/cnifault/cniconf"
-	"github.com/cnifault/cnifault/fixtures/framework"
+	"github.com/cnifault/cnifault/fixtures/cli"
 	"github.com/cnifault/cnifault/fixtures/report"
 	"github.com/cnifault/cnifault/fixtures/runtimes"
+	scn "github.com/cnifault/cnifault/fixtures/scenario"
 	"github.com/cnifault/cnifault/fixtures/verdict"
 )
 
@@ -70,7 +71,7 @@ func setRuntimeTimeouts() {
 
 // tc is the run's configuration: cnifault's flags, checked as a whole by
 // TestMain before the suite starts.
-var tc framework.TestContext
+var tc cli.TestContext
 
 func init() { tc.RegisterFlags(flag.CommandLine) }
 
@@ -91,13 +92,13 @@ func init() {
 	_ = unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGTERM), 0, 0, 0)
 }
 
-// TestMain is cnifault's entry: the framework runs commands and checks
+// TestMain is cnifault's entry: the CLI runs commands and checks
 // the input; only a run that may start reaches the specs.
 func TestMain(m *testing.M) {
-	os.Exit(framework.Main(os.Args[1:], flag.CommandLine, &tc, framework.Suite{
+	os.Exit(cli.Main(os.Args[1:], flag.CommandLine, &tc, cli.Suite{
 		// The node timeouts derive from the runtime the flags name, and
 		// the spec tree (the catalog's preview, then RunSpecs) reads them.
-		Catalog: func() []framework.Entry {
+		Catalog: func() []cli.Entry {
 			setRuntimeTimeouts()
 			return previewCatalog()
 		},
@@ -116,10 +117,10 @@ var previewing bool
 
 // previewCatalog walks the spec tree without running anything (Ginkgo's
 // preview) and returns the catalog: every scenario with its labels.
-func previewCatalog() []framework.Entry {
+func previewCatalog() []cli.Entry {
 	previewing = true
 	defer func() { previewing = false }()
-	var out []framework.Entry
+	var out []cli.Entry
 	for _, s := range PreviewSpecs("cnifault").SpecReports {
 		if s.LeafNodeType != types.NodeTypeIt {
 			continue
@@ -128,7 +129,7 @@ func previewCatalog() []framework.Entry {
 		if id == "" {
 			continue
 		}
-		out = append(out, framework.Entry{ID: id, Labels: verdict.OtherLabels(s.Labels()),
+		out = append(out, cli.Entry{ID: id, Labels: verdict.OtherLabels(s.Labels()),
 			Description: strings.TrimPrefix(s.ContainerHierarchyTexts[len(s.ContainerHierarchyTexts)-1], "when ")})
 	}
 	sort.Slice(out, func(a, b int) bool { return out[a].ID < out[b].ID })
@@ -146,7 +147,7 @@ func TestCNIFault(t *testing.T) {
 }
 
 var _ = BeforeSuite(func(ctx SpecContext) {
-	runID = framework.NewRunID()
+	runID = scn.NewRunID()
 
 	instance := fmt.Sprintf("%s-p%d", runID, GinkgoParallelProcess())
 	var err error
