@@ -36,11 +36,16 @@ var allowed = map[string][]string{
 	"fixtures/daemon":     {"fixtures/host", "fixtures/cri", "fixtures/image"},
 	"fixtures/containerd": {"fixtures/daemon", "fixtures/host", "fixtures/cri", "fixtures/image"},
 	"fixtures/crio":       {"fixtures/daemon", "fixtures/host", "fixtures/cri", "fixtures/image"},
-	"fixtures/runtimes": {"cniconf", "fixtures/containerd", "fixtures/crio", "fixtures/daemon", "fixtures/host",
-		"fixtures/cri", "fixtures/image", "fixtures/inspect", "fixtures/report"},
+	// The registry of managed kinds: one row per adapter.
+	"fixtures/runtimes": {"fixtures/containerd", "fixtures/crio", "fixtures/daemon", "fixtures/cri"},
+	// The adapter of an endpoint already running on the node: it reads the
+	// node's runtime config as the adapters know it, and writes the run's
+	// record (cnifault restore).
+	"fixtures/external": {"cniconf", "fixtures/runtimes", "fixtures/containerd", "fixtures/crio", "fixtures/daemon",
+		"fixtures/host", "fixtures/cri", "fixtures/inspect"},
 	// cnifault bisect builds containerd tags itself (containerd.Build):
 	// no runtime is brought up by the command, only by the runs it starts.
-	"fixtures/cli": {"cniconf", "fixtures/runtimes", "fixtures/report", "fixtures/bisect", "fixtures/containerd"},
+	"fixtures/cli": {"cniconf", "fixtures/runtimes", "fixtures/external", "fixtures/report", "fixtures/bisect", "fixtures/containerd"},
 	// The search over containerd's tags: it knows the report it reads, and
 	// the cnifault binary only as a program to run.
 	"fixtures/bisect": {"fixtures/report"},
@@ -59,7 +64,7 @@ var allowed = map[string][]string{
 	"cmd/cnifault-build": {"fixtures/containerd"},
 	"cmd/cnifault-bench": {"fixtures/report"},
 	// The conformance suite knows runtimes only through fixtures/runtimes.
-	"suites/cni": {"cniconf", "fixtures/cli", "fixtures/verdict", "fixtures/scenario", "fixtures/runtimes",
+	"suites/cni": {"cniconf", "fixtures/cli", "fixtures/verdict", "fixtures/scenario", "fixtures/runtimes", "fixtures/external",
 		"fixtures/inspect", "fixtures/host", "fixtures/cri", "fixtures/report"},
 }
 

@@ -23,6 +23,7 @@ import (
 
 	"github.com/cnifault/cnifault/cniconf"
 	"github.com/cnifault/cnifault/fixtures/cli"
+	"github.com/cnifault/cnifault/fixtures/external"
 	"github.com/cnifault/cnifault/fixtures/report"
 	"github.com/cnifault/cnifault/fixtures/runtimes"
 	scn "github.com/cnifault/cnifault/fixtures/scenario"
@@ -33,7 +34,7 @@ import (
 // before the flags name the runtime, so it takes the longest start of any
 // runtime; the margin covers what bring-up does besides the adapter's own
 // start: the stale-instance sweep, the version probe, the report entries.
-var runtimeStartTimeout = runtimes.StartTimeout + 30*time.Second
+var runtimeStartTimeout = max(runtimes.StartTimeout, external.Bounds.Start) + 30*time.Second
 
 // Node timeouts that derive from the bounds of the runtime under test:
 // setRuntimeTimeouts sets them once the flags name it, before the spec tree
@@ -58,11 +59,13 @@ var (
 // setRuntimeTimeouts derives the node timeouts above from the bounds of the
 // runtime the flags name (an external endpoint has its own).
 func setRuntimeTimeouts() {
-	name := ""
+	b := external.Bounds
 	if tc.Endpoint == "" {
-		name = tc.RuntimeName()
+		var err error
+		if b, err = runtimes.BoundsOf(tc.RuntimeName()); err != nil {
+			panic(err) // the flags were checked: the name is known
+		}
 	}
-	b := runtimes.BoundsOf(name)
 	runtimeTeardownTimeout = b.Teardown
 	runtimeRecoverTimeout = b.Restart
 	scenarioSetupTimeout = scenarioSetupBase
@@ -154,7 +157,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	bringUp := time.Now()
 	if tc.Endpoint != "" {
 		By("checking the runtime at " + tc.Endpoint)
-		rt, err = runtimes.StartExternal(ctx, runtimes.ExternalOptions{
+		rt, err = external.Start(ctx, external.Options{
 			Endpoint:     tc.Endpoint,
 			CNIConfDir:   tc.CNIConfDir,
 			CNIBinDir:    tc.CNIBinDir,

@@ -25,6 +25,7 @@ import (
 	"github.com/cnifault/cnifault/cniconf"
 	"github.com/cnifault/cnifault/fixtures/containerd"
 	"github.com/cnifault/cnifault/fixtures/daemon"
+	"github.com/cnifault/cnifault/fixtures/external"
 	"github.com/cnifault/cnifault/fixtures/image"
 	"github.com/cnifault/cnifault/fixtures/report"
 	"github.com/cnifault/cnifault/fixtures/runtimes"
@@ -403,9 +404,9 @@ var _ = Describe("External endpoint mode", Label("external"), Ordered, func() {
 				}
 				return nil
 			}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(20 * time.Millisecond).Should(Succeed())
-			records := runtimes.FindRecords(externalWorkRoot())
+			records := external.FindRecords(externalWorkRoot())
 			Expect(records).To(HaveLen(1))
-			rec, err := runtimes.ReadRecord(records[0])
+			rec, err := external.ReadRecord(records[0])
 			Expect(err).NotTo(HaveOccurred())
 			Expect(rec.Kept).To(HaveLen(len(confFiles)), "the run set the node's conf files aside")
 			// healthy-network's pod runs for a moment; the order is random.
@@ -419,7 +420,7 @@ var _ = Describe("External endpoint mode", Label("external"), Ordered, func() {
 			Expect(cmd.Process.Signal(syscall.SIGKILL)).To(Succeed())
 			<-exited
 			stop()
-			Expect(filepath.Join(binDir, runtimes.FaultPluginName)).To(BeAnExistingFile(), "a killed run cannot remove its plugin")
+			Expect(filepath.Join(binDir, external.FaultPluginName)).To(BeAnExistingFile(), "a killed run cannot remove its plugin")
 
 			By("running preflight again: it refuses and names the command")
 			code, pre := runExternal(ctx, filepath.Join(repoRoot, "_output", "reports", "external-refused"), args...)
