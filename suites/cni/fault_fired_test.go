@@ -28,7 +28,7 @@ func (sc *scenario) ExpectFaultFired(ctx SpecContext, d time.Duration) {
 		return sc.SeeFired(ctx)
 	}).WithContext(ctx).WithTimeout(d).WithPolling(pollInterval).Should(BeTrue())
 	Expect(fired).To(BeTrue(), "the injected fault never fired, so the runtime's handling of it was not tested: waited %s for %s (RunPodSandbox: %s)",
-		d, strings.Join(expects, ", or "), orNone(sc.RunErr))
+		d, strings.Join(expects, ", or "), orNone(sc.Error))
 }
 
 func orNone(s string) string {

@@ -153,6 +153,6 @@ func (sc *scenario) expectGC(ctx SpecContext, since time.Time) []cniconf.Journal
 		Expect(readErr).NotTo(HaveOccurred(), "reading cni-fault's journal")
 		Skip(fmt.Sprintf("the runtime did not invoke CNI GC within %s of a restart (cni-fault's journal holds no GC call): it does not garbage-collect CNI attachments", gcWindow))
 	}
-	sc.Fired = append(sc.Fired, fmt.Sprintf("GC with %d valid attachments", len(gcs[0].ValidAttachments)))
+	sc.FaultsFired = append(sc.FaultsFired, fmt.Sprintf("GC with %d valid attachments", len(gcs[0].ValidAttachments)))
 	return gcs
 }

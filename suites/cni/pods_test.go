@@ -11,7 +11,6 @@ import (
 
 	"github.com/cnifault/cnifault/fixtures/report"
 	scn "github.com/cnifault/cnifault/fixtures/scenario"
-	"github.com/cnifault/cnifault/fixtures/verdict"
 )
 
 // RunPodsAtOnceE calls RunPodSandbox for the scenario's pods numbered
@@ -112,5 +111,5 @@ func (sc *scenario) kubeletRemovesFailedSandboxes(ctx SpecContext) {
 // kinds given their window, as Leaks does).
 func (sc *scenario) leakCounts(ctx SpecContext) map[string]int {
 	GinkgoHelper()
-	return report.CountKinds(verdict.Leaks(sc.Leaks(ctx).Leaks))
+	return report.CountKinds(sc.Leaks(ctx).Leaks)
 }

@@ -25,7 +25,7 @@ const (
 // report's second fact; it never changes the verdict, which the strict
 // check already decided.
 func (sc *scenario) reclaim(ctx SpecContext) {
-	sc.ReclaimState, sc.ReclaimErr = verdict.ReclaimOutcome(sc.Inspected, len(sc.Scenario.Leaks), func() (bool, error) {
+	sc.Reclaim, sc.ReclaimError = verdict.ReclaimOutcome(sc.Inspected, len(sc.Scenario.Leaks), func() (bool, error) {
 		var lastErr error
 		quiet := NewGomega(func(string, ...int) {})
 		cleared := quiet.Eventually(func(g Gomega) {

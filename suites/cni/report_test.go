@@ -25,7 +25,7 @@ const (
 // record adds the scenario's result to the spec report, with diagnostics
 // when the spec did not pass. It runs after the spec, before restore.
 func (sc *scenario) record() {
-	res := sc.Observation()
+	res := sc.Finish()
 	for _, line := range sc.JournalLines() {
 		GinkgoWriter.Println(line)
 	}

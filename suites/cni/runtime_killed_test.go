@@ -47,7 +47,7 @@ var _ = Describe("RunPodSandbox", func() {
 			Expect(ctl.Crash(ctx)).To(Succeed())
 			var err error
 			Eventually(done).WithContext(ctx).Should(Receive(&err))
-			sc.RunErr = err.Error()
+			sc.Error = err.Error()
 			sc.stopHungPlugins()
 
 			By("restarting the runtime")

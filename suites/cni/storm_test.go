@@ -12,7 +12,6 @@ import (
 	"github.com/cnifault/cnifault/cniconf"
 	"github.com/cnifault/cnifault/fixtures/report"
 	scn "github.com/cnifault/cnifault/fixtures/scenario"
-	"github.com/cnifault/cnifault/fixtures/verdict"
 )
 
 // stormCase is how a storm scenario's pods fail and how the fault clears.
@@ -127,7 +126,7 @@ func (sc *scenario) settledCounts(ctx SpecContext, settle time.Duration, want ma
 	if settle == 0 {
 		return sc.leakCounts(ctx)
 	}
-	counts := func() map[string]int { return report.CountKinds(verdict.Leaks(sc.Scenario.Leaks)) }
+	counts := func() map[string]int { return report.CountKinds(sc.Scenario.Leaks) }
 	sc.inventoryUntil(ctx, max(settle, sc.SettleWindow()), func() bool {
 		return maps.Equal(counts(), want) && !sc.Transient()
 	})
