@@ -125,12 +125,12 @@ func name(r *report.Report) string {
 // catalog is a run's time without its bring-up.
 func catalog(r *report.Report) float64 { return r.DurationSeconds - r.Runtime.BringUpSeconds }
 
-// slowFamilies is the time of a run's sustained and storm scenarios (ids
-// storm-*, sustained-*; labels fault:storm, fault:sustained).
+// slowFamilies is the time of a run's sustained and storm scenarios
+// (labels fault:storm, fault:sustained).
 func slowFamilies(r *report.Report) float64 {
 	t := 0.0
 	for _, s := range r.Scenarios {
-		if strings.HasPrefix(s.ID, "storm-") || strings.HasPrefix(s.ID, "sustained-") {
+		if s.Has(report.LabelStorm) || s.Has(report.LabelSustained) {
 			t += s.DurationSeconds
 		}
 	}

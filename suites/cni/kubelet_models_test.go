@@ -29,23 +29,23 @@ const (
 		"the early sandboxes, and RunPodSandbox of each pod at attempt 1"
 )
 
-// kubeletModel is the kubelet behaviour a scenario models, from its id and
-// labels.
-func kubeletModel(id string, labels []string) string {
+// kubeletModel is the kubelet behaviour a scenario models: the one its
+// kubelet:<model> label declares, or else its family's.
+func kubeletModel(labels []string) string {
 	has := func(l string) bool { return slices.Contains(labels, l) }
 	switch {
-	case id == "teardown-runtime-restart":
+	case has("kubelet:teardown-restart"):
 		return modelTeardownRestart
-	case has("fault:teardown"):
-		return modelTeardown
-	case has("fault:storm"):
-		return modelStorm
-	case has("fault:sustained"):
-		return modelSustained
-	case id == "late-cni-config":
-		return modelLateConfig
-	case id == "runtime-killed-mid-add":
+	case has("kubelet:runtime-restart"):
 		return modelRestartAfterKill
+	case has("kubelet:node-boot"):
+		return modelLateConfig
+	case has(report.LabelTeardown):
+		return modelTeardown
+	case has(report.LabelStorm):
+		return modelStorm
+	case has(report.LabelSustained):
+		return modelSustained
 	case has("fault:status"):
 		return modelStatus
 	case has("gc"), has("fault:gc"):

@@ -38,7 +38,7 @@ var _ = Describe("RunPodSandbox", func() {
 		itFailsAndLeavesNothing(current)
 	})
 
-	When("a later plugin fails ADD and its DEL fails once, then would succeed", Scenario("partial-add-del-fails-once"), Label("fault:partial"), func() {
+	When("a later plugin fails ADD and its DEL fails once, then would succeed", Scenario("partial-add-del-fails-once"), Label("fault:partial", "once"), func() {
 		BeforeEach(func(ctx SpecContext) {
 			sc = newScenario(ctx)
 			By("installing bridge, then cni-fault (ADD: error, DEL: error once, then pass)")

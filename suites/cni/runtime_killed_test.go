@@ -16,7 +16,7 @@ import (
 var _ = Describe("RunPodSandbox", func() {
 	var sc *scenario
 
-	When("the runtime is killed while ADD is in progress", Scenario("runtime-killed-mid-add"), Label("fault:crash", "managed-only"), func() {
+	When("the runtime is killed while ADD is in progress", Scenario("runtime-killed-mid-add"), Label("fault:crash", "managed-only", "kubelet:runtime-restart"), func() {
 		var ctl runtimes.Controllable
 
 		BeforeEach(func(ctx SpecContext) {

@@ -75,7 +75,7 @@ func newScenario(ctx SpecContext) *scenario {
 	sc := &scenario{scn.New(rt, scope(),
 		scn.ScenarioNames{RunID: runID, Process: GinkgoParallelProcess(), Seq: scenarioSeq, ID: id},
 		strings.TrimPrefix(texts[len(texts)-1], "when "))}
-	sc.Kubelet = kubeletModel(id, CurrentSpecReport().Labels())
+	sc.Kubelet = kubeletModel(CurrentSpecReport().Labels())
 	Expect(sc.Prepare()).To(Succeed())
 	// Cleanup runs last-registered first: reclaim (with the fault still in
 	// place), then record the result, then restore the instance.

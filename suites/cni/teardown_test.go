@@ -100,7 +100,7 @@ var _ = Describe("A live pod's teardown", func() {
 		})
 	})
 
-	When("DEL fails once after the pod started", Scenario("teardown-del-error-once"), Label("fault:teardown"), func() {
+	When("DEL fails once after the pod started", Scenario("teardown-del-error-once"), Label("fault:teardown", "once"), func() {
 		itTearsDownAndLeavesNothing(current, teardownCase{
 			inject: func(ctx SpecContext) { setFaults(sc.Fault().On(cniconf.VerbDel, delFails.Times(1), cniconf.Pass())) },
 			clear:  healthy,
@@ -162,7 +162,7 @@ var _ = Describe("A live pod's teardown", func() {
 	// The runtime restarts (an upgrade, an OOM kill) while the network
 	// agent is down: what it knew of the pod's network must survive, or the
 	// DEL that finally passes has nothing to release.
-	When("the runtime restarts between a failed Stop and the next one", Scenario("teardown-runtime-restart"), Label("fault:teardown", "managed-only"), func() {
+	When("the runtime restarts between a failed Stop and the next one", Scenario("teardown-runtime-restart"), Label("fault:teardown", "managed-only", "kubelet:teardown-restart"), func() {
 		var ctl runtimes.Controllable
 		BeforeEach(func() {
 			var ok bool

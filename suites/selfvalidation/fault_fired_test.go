@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -85,7 +84,7 @@ var _ = Describe("A fault scenario whose fault never fires", Label("fault-fired"
 			}
 			ran = append(ran, s.ID)
 			Expect(s.Verdict).To(Equal(report.Error), "%s: %+v", s.ID, s)
-			if s.ID == "healthy-network" || strings.HasPrefix(s.ID, "teardown-") {
+			if s.Has(report.LabelControl) || s.Has(report.LabelTeardown) {
 				// A live pod's faults break a pod that never started.
 				Expect(s.Failure).To(ContainSubstring("the pod did not start on a healthy network"), s.ID)
 			} else {

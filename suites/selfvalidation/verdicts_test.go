@@ -51,7 +51,12 @@ func loadExpected() map[string]map[string]expectation {
 	if err != nil {
 		panic(err)
 	}
-	catalog := catalogIDs()
+	catalog := catalogRows()
+	for _, e := range known {
+		if !slices.ContainsFunc(catalog, func(row catalogRow) bool { return row.id == e.Scenario }) {
+			panic(fmt.Sprintf("%s: scenario %q is not in the catalog", e.Source, e.Scenario))
+		}
+	}
 	out := map[string]map[string]expectation{}
 	for _, rt := range managedRuntimes {
 		name := "containerd"
@@ -60,16 +65,18 @@ func loadExpected() map[string]map[string]expectation {
 		}
 		on := report.Runtime{Name: name, Version: rt.version, Managed: rt.name}
 		out[rt.name] = map[string]expectation{}
-		for _, id := range catalog {
-			out[rt.name][id] = expectationOf(id, known.Match(on, id))
+		for _, row := range catalog {
+			out[rt.name][row.id] = expectationOf(row, known.Match(on, row.id))
 		}
 	}
 	return out
 }
 
 // expectationOf is a scenario's expectation from its entry (nil: a clean
-// pass), with the catalog's defaults where the entry says nothing.
-func expectationOf(id string, k *report.KnownFailure) expectation {
+// pass), with the catalog's defaults where the entry says nothing: a live
+// pod's teardown ends once the fault cleared, or while it is installed for
+// a fault that clears itself (labelled once).
+func expectationOf(row catalogRow, k *report.KnownFailure) expectation {
 	want := expectation{verdict: report.Pass, reclaim: report.ReclaimNotNeeded}
 	if k != nil {
 		want = expectation{verdict: k.Verdict, reclaim: k.Reclaim, why: k.Reason, teardown: k.Teardown,
@@ -81,28 +88,16 @@ func expectationOf(id string, k *report.KnownFailure) expectation {
 			want.why = k.Skip
 		}
 	}
-	if want.teardown == "" && strings.HasPrefix(id, "teardown-") {
+	if want.teardown == "" && row.has(report.LabelTeardown) {
 		want.teardown = report.TeardownAfterClear
-		if id == "teardown-del-error-once" {
+		if row.has(report.LabelOnce) {
 			want.teardown = report.TeardownWhileFaulted
 		}
 	}
 	if want.growth == nil {
 		want.growth = map[string]float64{}
 	}
-	if want.del == "" && slices.Contains(observed, id) {
-		want.del = "yes"
-	}
 	return want
-}
-
-// catalogIDs are the suite's scenarios, from `cnifault list`.
-func catalogIDs() []string {
-	var ids []string
-	for _, row := range catalogRows() {
-		ids = append(ids, row[0])
-	}
-	return ids
 }
 
 // managedOnlyIDs are the scenarios labelled managed-only in `cnifault list`:
@@ -111,15 +106,23 @@ func catalogIDs() []string {
 func managedOnlyIDs() []string {
 	var ids []string
 	for _, row := range catalogRows() {
-		if len(row) > 1 && slices.Contains(strings.Split(row[1], ","), "managed-only") {
-			ids = append(ids, row[0])
+		if row.has(report.LabelManagedOnly) {
+			ids = append(ids, row.id)
 		}
 	}
 	return ids
 }
 
-// catalogRows are `cnifault list`'s rows: the id, then the labels.
-func catalogRows() [][]string {
+// catalogRow is one scenario of `cnifault list`: its id and labels.
+type catalogRow struct {
+	id     string
+	labels []string
+}
+
+func (r catalogRow) has(label string) bool { return slices.Contains(r.labels, label) }
+
+// catalogRows are `cnifault list`'s rows.
+func catalogRows() []catalogRow {
 	bin := os.Getenv("CNIFAULT_SUITE_BINARY")
 	if bin == "" {
 		bin = "../../_output/bin/cnifault"
@@ -128,10 +131,10 @@ func catalogRows() [][]string {
 	if err != nil {
 		panic(fmt.Sprintf("%s list: %v (build the suite first: make test does)", bin, err))
 	}
-	var rows [][]string
+	var rows []catalogRow
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n")[1:] {
-		if f := strings.Fields(line); len(f) > 0 {
-			rows = append(rows, f)
+		if f := strings.Fields(line); len(f) > 1 {
+			rows = append(rows, catalogRow{id: f[0], labels: strings.Split(f[1], ",")})
 		}
 	}
 	return rows
@@ -157,15 +160,6 @@ var managedRuntimes = []struct{ name, version string }{
 // runtimeNames are the CRI runtime names of the managed runtimes that are
 // not containerd.
 var runtimeNames = map[string]string{"crio-1.34": "cri-o"}
-
-// observed are the scenarios whose chain holds cni-fault, so the report must
-// say whether DEL followed the failed ADD.
-var observed = []string{
-	"missing-plugin-binary", "add-error", "add-exit-no-output", "add-garbage-result", "add-crash",
-	"partial-add", "partial-add-del-fails", "partial-add-del-fails-once", "ipam-exhausted",
-	"add-hang-deadline", "runtime-killed-mid-add", "gc-reclaims-leak",
-	"storm-partial-add-del-fails", "storm-add-hang", "sustained-partial-add-del-fails", "sustained-add-hang",
-}
 
 // describeRuntime declares the pinned verdicts of one managed runtime, from
 // its run in the matrix.
@@ -224,15 +218,15 @@ func describeRuntime(m *matrixRun, runtime, version string, exit int) {
 				if want.teardown != "" {
 					Expect(s.Teardown).To(Equal(want.teardown), "%s on %s: removed", id, runtime)
 				}
-				if strings.HasPrefix(id, "sustained-") {
+				if s.Has(report.LabelSustained) {
 					expectSustained(s, want.growth)
 				}
-				if strings.HasPrefix(id, "storm-") {
+				if s.Has(report.LabelStorm) {
 					Expect(s.Storm).NotTo(BeNil(), "%s: no storm in the report", id)
 					Expect(s.Storm.Mismatches()).To(BeEmpty(), "%s on %s", id, runtime)
 					Expect(s.Storm.Retried).To(Equal(s.Storm.Pods), "%s on %s: retried", id, runtime)
 				}
-				if id == "healthy-network" || want.verdict == report.Skipped {
+				if s.Has(report.LabelControl) || want.verdict == report.Skipped {
 					Expect(s.FaultsFired).To(BeEmpty())
 				} else {
 					Expect(s.FaultsFired).NotTo(BeEmpty(), "%s was judged without its fault firing", id)
@@ -244,7 +238,11 @@ func describeRuntime(m *matrixRun, runtime, version string, exit int) {
 				}
 				// Every runtime here sends DEL after a failed ADD where
 				// cni-fault can see it, but where the file says otherwise.
-				switch want.del {
+				del := want.del
+				if del == "" && s.Observed {
+					del = "yes"
+				}
+				switch del {
 				case "yes":
 					Expect(s.DelAfterFailedAdd).To(HaveValue(BeTrue()), "%s: del_after_failed_add", id)
 				case "no":
