@@ -10,7 +10,7 @@ import (
 
 func rep(managed, name string, bringUp, total float64) *report.Report {
 	return &report.Report{Runtime: report.Runtime{Managed: managed, Name: name, BringUpSeconds: bringUp}, DurationSeconds: total,
-		Scenarios: []report.Scenario{{ID: "storm-add-hang", DurationSeconds: 7}, {ID: "sustained-add-hang", DurationSeconds: 5}, {ID: "add-error", DurationSeconds: 0.5}}}
+		Scenarios: []report.Scenario{{ID: "storm-add-hang", Labels: []string{report.LabelStorm}, DurationSeconds: 7}, {ID: "sustained-add-hang", Labels: []string{report.LabelSustained}, DurationSeconds: 5}, {ID: "add-error", DurationSeconds: 0.5}}}
 }
 
 // The summary names each runtime's bring-up and catalog time (the run
