@@ -47,7 +47,10 @@ type teardownCase struct {
 	// restart, where set, runs between a Stop that failed while the fault
 	// persists and the next one (the runtime restarts).
 	restart func(ctx SpecContext)
-	clear   func(ctx SpecContext)
+	// clear, where set, ends the fault; nil where nothing does (a broken
+	// cache entry stays broken: label persists), and the pod must go with
+	// it in place.
+	clear func(ctx SpecContext)
 	// window is each round of kubelet's teardown; teardownWindow if zero.
 	window time.Duration
 	// deadline is each Stop's and Remove's; kubelet's (criCallTimeout) if
@@ -229,9 +232,16 @@ func itTearsDownAndLeavesNothing(current func() *scenario, tc teardownCase) {
 			return
 		}
 
+		sc.Teardown = report.TeardownNever
+		if tc.clear == nil {
+			leaks := sc.Leaks(ctx) // what the stuck pod holds, for the report
+			contract.Expect(sc.Teardown).To(Equal(report.TeardownWhileFaulted),
+				"kubelet's Stop and Remove did not remove the pod, and nothing repairs the fault")
+			contract.Expect(leaks).To(BeClean())
+			return
+		}
 		By("clearing the fault, then tearing the pod down again")
 		tc.clear(ctx)
-		sc.Teardown = report.TeardownNever
 		if sc.kubeletTeardown(ctx, id, window, deadline) {
 			sc.Teardown = report.TeardownAfterClear
 		}

@@ -75,7 +75,8 @@ func loadExpected() map[string]map[string]expectation {
 // expectationOf is a scenario's expectation from its entry (nil: a clean
 // pass), with the catalog's defaults where the entry says nothing: a live
 // pod's teardown ends once the fault cleared, or while it is installed for
-// a fault that clears itself (labelled once).
+// a fault that clears itself (labelled once) or that nothing clears
+// (persists).
 func expectationOf(row catalogRow, k *report.KnownFailure) expectation {
 	want := expectation{verdict: report.Pass, reclaim: report.ReclaimNotNeeded}
 	if k != nil {
@@ -90,7 +91,7 @@ func expectationOf(row catalogRow, k *report.KnownFailure) expectation {
 	}
 	if want.teardown == "" && row.has(report.LabelTeardown) {
 		want.teardown = report.TeardownAfterClear
-		if row.has(report.LabelOnce) {
+		if row.has(report.LabelOnce) || row.has(report.LabelPersists) {
 			want.teardown = report.TeardownWhileFaulted
 		}
 	}
