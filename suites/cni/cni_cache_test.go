@@ -1,0 +1,91 @@
+package cni_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/cnifault/cnifault/cniconf"
+)
+
+// libcni keeps each attachment's ADD result (and, for CRI-O, its config) in
+// a cache entry, <cache dir>/<network>-<container id>-<ifname>, and DEL
+// reads it back. An entry lost (a cleanup script, a node's disk restored)
+// or cut short (a reboot in the middle of its write) must not strand a
+// pod: libcni 1.2 drops an entry it cannot parse and runs DEL without it
+// (containernetworking/cni issue 1055, PR 1072); multus's own cache had the
+// same trap (multus-cni issue 1446). Nothing repairs the entry, so the fault persists: the pod must be
+// removed with it in place, and leave nothing.
+var _ = Describe("A live pod whose libcni cache entry is broken", func() {
+	var sc *scenario
+	current := func() *scenario { return sc }
+	BeforeEach(func(ctx SpecContext) {
+		sc = newScenario(ctx)
+	}, NodeTimeout(scenarioSetupTimeout))
+	JustBeforeEach(func(ctx SpecContext) {
+		By("installing the pod's network (every verb passes)")
+		sc.InstallNetwork(ctx, cniconf.NewList(sc.Network.Name, sc.Network.BridgePlugin(), sc.Fault()))
+	}, NodeTimeout(scenarioSetupTimeout))
+
+	When("the pod's libcni cache entry is lost before its teardown", Scenario("cni-cache-lost"), Label("fault:teardown", "fault:cache", "persists"), func() {
+		itTearsDownAndLeavesNothing(current, teardownCase{
+			inject: func(ctx SpecContext) { sc.breakCNICache(ctx, "removed", os.Remove) },
+		})
+	})
+
+	When("the pod's libcni cache entry is truncated before its teardown", Scenario("cni-cache-corrupt"), Label("fault:teardown", "fault:cache", "persists"), func() {
+		itTearsDownAndLeavesNothing(current, teardownCase{
+			inject: func(ctx SpecContext) {
+				sc.breakCNICache(ctx, "truncated", func(path string) error {
+					st, err := os.Stat(path)
+					if err != nil {
+						return err
+					}
+					return os.Truncate(path, st.Size()/2)
+				})
+			},
+		})
+	})
+})
+
+// breakCNICache breaks every cache entry of the scenario's network (only
+// its pod has one) with break_, and registers how the fault is seen to
+// fire: the runtime's teardown met the broken entry, running a
+// DEL of the pod after the break (cni-fault's journal) or failing with an
+// error that names the cache.
+func (sc *scenario) breakCNICache(ctx SpecContext, how string, break_ func(path string) error) {
+	GinkgoHelper()
+	var entries []string
+	for _, d := range rt.Inventory().CNICacheDirs {
+		m, err := filepath.Glob(filepath.Join(d, sc.Network.Name+"-*"))
+		Expect(err).NotTo(HaveOccurred())
+		entries = append(entries, m...)
+	}
+	Expect(entries).NotTo(BeEmpty(), "no libcni cache entry of network %s under %v", sc.Network.Name, rt.Inventory().CNICacheDirs)
+	for _, e := range entries {
+		Expect(break_(e)).To(Succeed(), "breaking the cache entry %s", e)
+		GinkgoWriter.Printf("cache entry %s %s\n", e, how)
+	}
+	broken := time.Now()
+	entry := filepath.Base(entries[0])
+	sc.ExpectFault(fmt.Sprintf("the runtime's teardown to meet the %s cache entry %s: a DEL of the pod after it, or an error naming the cache", how, entry),
+		func(context.Context) (string, bool) {
+			entries, _ := sc.Journal()
+			if slices.ContainsFunc(entries, func(e cniconf.JournalEntry) bool {
+				return e.Verb == cniconf.VerbDel && e.PodUID == sc.PodUID() && e.Time.After(broken)
+			}) {
+				return fmt.Sprintf("DEL with the cache entry %s", how), true
+			}
+			if strings.Contains(sc.StopErr, "cache") {
+				return "runtime error: " + strings.Join(strings.Fields(sc.StopErr), " "), true
+			}
+			return "", false
+		})
+}
