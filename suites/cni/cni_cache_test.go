@@ -70,8 +70,19 @@ func (sc *scenario) breakCNICache(ctx SpecContext, how string, break_ func(path 
 	}
 	Expect(entries).NotTo(BeEmpty(), "no libcni cache entry of network %s under %v", sc.Network.Name, rt.Inventory().CNICacheDirs)
 	for _, e := range entries {
+		raw, err := os.ReadFile(e)
+		Expect(err).NotTo(HaveOccurred())
 		Expect(break_(e)).To(Succeed(), "breaking the cache entry %s", e)
 		GinkgoWriter.Printf("cache entry %s %s\n", e, how)
+		// A runtime that could not tear the pod down with the entry broken
+		// gets it whole again before restore's teardown, so that nothing of
+		// the pod, the entry included, is left on the node.
+		sc.Repairs = append(sc.Repairs, func() error {
+			if _, err := os.Stat(e); err != nil {
+				return nil // gone with the pod, or never put back: nothing to repair
+			}
+			return os.WriteFile(e, raw, 0o600)
+		})
 	}
 	broken := time.Now()
 	entry := filepath.Base(entries[0])
