@@ -2,6 +2,7 @@ package cni_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -55,8 +56,8 @@ var _ = Describe("A live pod whose libcni cache entry is broken", func() {
 	})
 })
 
-// breakCNICache breaks every cache entry of the scenario's network (only
-// its pod has one) with break_, and registers how the fault is seen to
+// breakCNICache breaks every cache entry of the scenario's pod with
+// break_, and registers how the fault is seen to
 // fire: the runtime's teardown met the broken entry, running a
 // DEL of the pod after the break (cni-fault's journal) or failing with an
 // error that names the cache.
@@ -66,9 +67,9 @@ func (sc *scenario) breakCNICache(ctx SpecContext, how string, break_ func(path 
 	for _, d := range rt.Inventory().CNICacheDirs {
 		m, err := filepath.Glob(filepath.Join(d, sc.Network.Name+"-*"))
 		Expect(err).NotTo(HaveOccurred())
-		entries = append(entries, m...)
+		entries = append(entries, slices.DeleteFunc(m, func(e string) bool { return !sc.ownsCacheEntry(e) })...)
 	}
-	Expect(entries).NotTo(BeEmpty(), "no libcni cache entry of network %s under %v", sc.Network.Name, rt.Inventory().CNICacheDirs)
+	Expect(entries).NotTo(BeEmpty(), "no libcni cache entry of network %s for pod %s under %v", sc.Network.Name, sc.PodUID(), rt.Inventory().CNICacheDirs)
 	for _, e := range entries {
 		raw, err := os.ReadFile(e)
 		Expect(err).NotTo(HaveOccurred())
@@ -99,4 +100,19 @@ func (sc *scenario) breakCNICache(ctx SpecContext, how string, break_ func(path 
 			}
 			return "", false
 		})
+}
+
+// ownsCacheEntry reports whether the cache entry at path is the scenario's
+// pod's: the pod uid of its cached CNI_ARGS. A pod someone else starts on
+// a shared runtime during the scenario gets the scenario's network too, and
+// its entry is never the harness's to break.
+func (sc *scenario) ownsCacheEntry(path string) bool {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	var entry struct {
+		CNIArgs [][2]string `json:"cniArgs"`
+	}
+	return json.Unmarshal(raw, &entry) == nil && slices.Contains(entry.CNIArgs, [2]string{"K8S_POD_UID", sc.PodUID()})
 }
