@@ -95,7 +95,7 @@ func (sc *scenario) breakCNICache(ctx SpecContext, how string, break_ func(path 
 			}) {
 				return fmt.Sprintf("DEL with the cache entry %s", how), true
 			}
-			if strings.Contains(sc.StopErr, "cache") {
+			if strings.Contains(sc.StopErr, "cached result") {
 				return "runtime error: " + strings.Join(strings.Fields(sc.StopErr), " "), true
 			}
 			return "", false
