@@ -32,7 +32,7 @@ DEPS_RUNTIMES = $(if $(filter test unit selfvalidate,$(MAKECMDGOALS)),,$(if $(fi
 deps:
 	bash hack/deps.sh $(DEPS_RUNTIMES)
 
-build: $(BIN)/cnifault-pause $(BIN)/cni-fault $(BIN)/cnifault-runc-wrapper $(BIN)/cnifault
+build: $(BIN)/cnifault-pause $(BIN)/cni-fault $(BIN)/cnifault-runc-wrapper $(BIN)/cnifault-nri $(BIN)/cnifault
 
 # Binaries are built beside their target and renamed into place, so that a
 # run at once in the same checkout (two `make e2e`) never executes one half
@@ -48,6 +48,11 @@ $(BIN)/cni-fault: FORCE
 # runc stand-in for CRI-O on hosts that refuse to lower oom_score_adj.
 $(BIN)/cnifault-runc-wrapper: FORCE
 	CGO_ENABLED=0 $(GO) build -trimpath -o $@.$$$$.tmp ./cmd/cnifault-runc-wrapper && $(INSTALL_BIN)
+
+# The NRI fault plugin, which managed runtimes launch from their own NRI
+# plugin dir.
+$(BIN)/cnifault-nri: FORCE
+	CGO_ENABLED=0 $(GO) build -trimpath -o $@.$$$$.tmp ./cmd/cnifault-nri && $(INSTALL_BIN)
 
 # The cnifault binary is the CNI suite compiled, as critest is: it runs on a
 # node without a Go toolchain.
@@ -102,7 +107,7 @@ bisect: build
 	exec $(BIN)/cnifault bisect --scenario '$(SCENARIO)' --good '$(GOOD)' --bad '$(BAD)' \
 	  --report-dir $(OUT)/bisect/$(SCENARIO) --work-dir $(OUT)/work --cni-plugin-dir $(OUT)/cni/bin \
 	  --pause-binary $(BIN)/cnifault-pause --fault-plugin $(BIN)/cni-fault --runc-wrapper $(BIN)/cnifault-runc-wrapper \
-	  -- -ginkgo.fail-on-empty -ginkgo.timeout=20m $(GINKGO_FLAGS)
+	  --nri-plugin $(BIN)/cnifault-nri -- -ginkgo.fail-on-empty -ginkgo.timeout=20m $(GINKGO_FLAGS)
 
 vet:
 	$(GO) vet ./...

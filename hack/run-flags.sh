@@ -11,6 +11,7 @@ run_flags=(
   --work-dir "$1/work"
   --cni-plugin-dir "$1/cni/bin" --pause-binary "$1/bin/cnifault-pause"
   --fault-plugin "$1/bin/cni-fault" --runc-wrapper "$1/bin/cnifault-runc-wrapper"
+  --nri-plugin "$1/bin/cnifault-nri"
   # Ginkgo's CI settings: random order, fail on pending or empty, a suite timeout.
   -ginkgo.randomize-all -ginkgo.fail-on-pending -ginkgo.fail-on-empty -ginkgo.timeout=20m
 )

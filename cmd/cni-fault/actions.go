@@ -45,7 +45,7 @@ func handler(verb cniconf.Verb) func(*skel.CmdArgs) error {
 		}
 		idx, step := -1, cniconf.Pass()
 		if targeted && n >= 0 {
-			idx, step = pick(conf.Faults[verb], n)
+			idx, step = cniconf.Pick(conf.Faults[verb], n)
 		}
 		entry := cniconf.JournalEntry{
 			Time:        time.Now(),
@@ -63,7 +63,7 @@ func handler(verb cniconf.Verb) func(*skel.CmdArgs) error {
 		if verb == cniconf.VerbGC {
 			entry.ValidAttachmentsKey, entry.ValidAttachments = conf.attachmentsKey, conf.attachments
 		}
-		if err := appendJournal(conf.Journal, entry); err != nil {
+		if err := cniconf.AppendJournal(conf.Journal, entry); err != nil {
 			return types.NewError(types.ErrIOFailure, "cni-fault: journal: "+err.Error(), "")
 		}
 		return act(verb, step, conf)

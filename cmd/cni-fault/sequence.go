@@ -10,8 +10,6 @@ import (
 	"strconv"
 	"strings"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/cnifault/cnifault/cniconf"
 )
 
@@ -67,7 +65,7 @@ func nextInvocation(path string) (int, error) {
 		return 0, err
 	}
 	defer f.Close()
-	if err := flock(f); err != nil {
+	if err := cniconf.Lock(f); err != nil {
 		return 0, fmt.Errorf("lock %s: %w", path, err)
 	}
 	raw, err := io.ReadAll(f)
@@ -88,32 +86,4 @@ func nextInvocation(path string) (int, error) {
 		return 0, err
 	}
 	return n, nil
-}
-
-// flock takes an exclusive lock that lasts until f is closed or the process
-// dies, so a crashed plugin can never leave the lock held.
-func flock(f *os.File) error {
-	for {
-		err := unix.Flock(int(f.Fd()), unix.LOCK_EX)
-		if err != unix.EINTR {
-			return err
-		}
-	}
-}
-
-// pick returns the step covering invocation n, or -1 and a pass once a
-// sequence of finite steps is exhausted (or the verb has none): a fault is a
-// bounded disturbance unless a step says "forever" with count 0.
-func pick(steps []cniconf.Step, n int) (int, cniconf.Step) {
-	end := 0
-	for i, s := range steps {
-		if s.Count == 0 {
-			return i, s
-		}
-		end += s.Count
-		if n < end {
-			return i, s
-		}
-	}
-	return -1, cniconf.Pass()
 }

@@ -39,8 +39,8 @@ func TestPick(t *testing.T) {
 		{[]cniconf.Step{fail.Times(1), hang}, 100, 1},
 		{[]cniconf.Step{fail, hang}, 5, 0},
 	} {
-		if got, _ := pick(tc.steps, tc.n); got != tc.want {
-			t.Errorf("pick(%v, %d) = %d, want %d", tc.steps, tc.n, got, tc.want)
+		if got, _ := cniconf.Pick(tc.steps, tc.n); got != tc.want {
+			t.Errorf("Pick(%v, %d) = %d, want %d", tc.steps, tc.n, got, tc.want)
 		}
 	}
 }

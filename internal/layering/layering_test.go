@@ -24,6 +24,7 @@ const module = "github.com/cnifault/cnifault/"
 var allowed = map[string][]string{
 	"cniconf":                   {},
 	"cmd/cni-fault":             {"cniconf"},
+	"cmd/cnifault-nri":          {"cniconf"},
 	"cmd/cnifault-pause":        {},
 	"cmd/cnifault-runc-wrapper": {},
 	"fixtures/host":             {},

@@ -7,6 +7,7 @@
 package cni_test
 
 import (
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -183,6 +184,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 			ExtraPlugins: []string{absPath(tc.FaultPlugin)},
 			PauseBinary:  absPath(tc.PauseBinary),
 			RuncWrapper:  absPath(tc.RuncWrapper),
+			NRIPlugin:    nriPlugin(),
 			Log:          GinkgoWriter,
 		})
 		Expect(err).NotTo(HaveOccurred(), "bringing up %s", name)
@@ -218,4 +220,11 @@ func absPath(p string) string {
 		return p
 	}
 	return a
+}
+
+// nriPlugin is cmd/cnifault-nri as a managed runtime launches it, with its
+// config pointing at the instance's NRI dir.
+func nriPlugin() *runtimes.NRIPlugin {
+	return &runtimes.NRIPlugin{Binary: absPath(tc.NRIPlugin), File: cniconf.NRIPluginFile(),
+		Config: func(dir string) ([]byte, error) { return json.Marshal(cniconf.NRIFiles(dir)) }}
 }

@@ -103,6 +103,7 @@ func runFlags(workDir string) []string {
 		"--cni-plugin-dir", filepath.Join(repoRoot, "_output", "cni", "bin"),
 		"--pause-binary", filepath.Join(repoRoot, "_output", "bin", "cnifault-pause"),
 		"--fault-plugin", filepath.Join(repoRoot, "_output", "bin", "cni-fault"),
+		"--nri-plugin", filepath.Join(repoRoot, "_output", "bin", "cnifault-nri"),
 	}
 }
 
