@@ -23,7 +23,9 @@ const (
 	modelTeardownRestart = modelTeardown + "; the runtime is killed and restarted after the first failed Stop"
 	modelStorm           = "kubelet starting many pods at once (a node boot, a rollout): RunPodSandbox of each at attempt 0 " +
 		"at the same time; once the fault clears, Stop and Remove of every failed sandbox, then RunPodSandbox of each at attempt 1"
-	modelSustained  = report.KubeletRetryModel + "; here each attempt follows the last one's Stop and Remove at once"
+	modelSustained    = report.KubeletRetryModel + "; here each attempt follows the last one's Stop and Remove at once"
+	modelRetryRestart = "kubelet's RunPodSandbox of a pod on each sync until it starts (attempt 0 each time: no sandbox of " +
+		"the pod is listed), then the runtime is killed and restarted, then kubelet's Stop and Remove of the pod"
 	modelLateConfig = "a node boot: the runtime starts with no CNI config and RunPodSandbox comes at once, with " +
 		"kubelet's 2 min deadline (a call the runtime holds resumes when the config appears); then Stop and Remove of " +
 		"the early sandboxes, and RunPodSandbox of each pod at attempt 1"
@@ -36,6 +38,8 @@ func kubeletModel(labels []string) string {
 	switch {
 	case has("kubelet:teardown-restart"):
 		return modelTeardownRestart
+	case has("kubelet:retry-restart"):
+		return modelRetryRestart
 	case has("kubelet:runtime-restart"):
 		return modelRestartAfterKill
 	case has("kubelet:node-boot"):

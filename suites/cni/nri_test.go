@@ -1,7 +1,9 @@
 package cni_test
 
 import (
+	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -9,6 +11,7 @@ import (
 
 	"github.com/cnifault/cnifault/cniconf"
 	"github.com/cnifault/cnifault/fixtures/report"
+	"github.com/cnifault/cnifault/fixtures/runtimes"
 )
 
 // nriRegisterTimeout bounds the wait for the runtime's NRI plugin to be
@@ -63,4 +66,78 @@ var _ = Describe("RunPodSandbox", func() {
 		}, NodeTimeout(scenarioSetupTimeout))
 		itFailsAndLeavesNothing(current)
 	})
+
+	When("an NRI plugin rejects the same pod several times, then allows it, and the runtime restarts",
+		Scenario("nri-rejects-run-then-restart"), Label("fault:nri", report.LabelManagedOnly, "kubelet:retry-restart"), func() {
+			var ctl runtimes.Controllable
+			BeforeEach(func(ctx SpecContext) {
+				var ok bool
+				if ctl, ok = rt.(runtimes.Controllable); !ok {
+					Skip("the harness does not control this runtime's process (external endpoint)")
+				}
+				// Registered before the scenario's own cleanup, so it runs
+				// after the restore: a runtime this scenario left unable to
+				// start is replaced for the rest of the run.
+				DeferCleanup(replaceDeadRuntime, NodeTimeout(runtimeTeardownTimeout+runtimeStartTimeout))
+				sc = newScenario(ctx)
+				sc.requireNRI(ctx)
+				By(fmt.Sprintf("installing bridge, observed by cni-fault, and an NRI fault (RunPodSandbox: reject %d times)", nriRejections))
+				sc.InstallNetwork(ctx, cniconf.NewList(sc.Network.Name, sc.Network.BridgePlugin(), sc.Fault()))
+				Expect(sc.SetNRIFault(cniconf.NRIRunPodSandbox,
+					cniconf.Fail(0, "cnifault: injected NRI RunPodSandbox rejection").Times(nriRejections))).To(Succeed())
+			}, NodeTimeout(scenarioSetupTimeout))
+
+			It("comes back, lists the pod once, and leaves nothing once it is removed", func(ctx SpecContext) {
+				By(fmt.Sprintf("running the pod %d times, as kubelet's syncs retry it, each rejected", nriRejections))
+				for range nriRejections {
+					_, err := sc.RunSandboxE(ctx)
+					contract.Expect(err).To(HaveOccurred(), "RunPodSandbox succeeded despite the NRI rejection")
+				}
+				sc.ExpectFaultFired(ctx, faultFiredTimeout)
+
+				By("running it once more, allowed")
+				id, err := sc.RunSandboxE(ctx)
+				contract.Expect(err).NotTo(HaveOccurred(), "the pod did not start once NRI allowed it")
+
+				By("killing the runtime by its PID and starting it again")
+				Expect(sc.ClearNRIFault()).To(Succeed())
+				Expect(ctl.Crash(ctx)).To(Succeed())
+				logFrom := rt.LogSize()
+				err = ctl.Restart(ctx)
+				if err != nil && !ctl.Running() {
+					contract.Expect(err).NotTo(HaveOccurred(), "the runtime did not come back after a restart; its last log line: %s",
+						lastLine(rt.LogSince(logFrom)))
+				}
+				Expect(err).NotTo(HaveOccurred(), "restarting the runtime")
+
+				By("listing the pod's sandboxes")
+				pods, err := rt.CRI().ListPodSandboxes(ctx)
+				Expect(err).NotTo(HaveOccurred())
+				var mine []string
+				for _, p := range pods {
+					if p.GetMetadata().GetUid() == sc.PodUID() {
+						mine = append(mine, p.GetId())
+					}
+				}
+				contract.Expect(mine).To(ConsistOf(id), "the pod is not listed once, as the sandbox that started (%s)", id)
+
+				By("stopping and removing the pod, as kubelet does")
+				if err := sc.StopAndRemoveLeftovers(ctx); err != nil {
+					GinkgoWriter.Printf("stop/remove after restart: %v\n", err)
+				}
+				By("inventorying the instance")
+				contract.Expect(sc.Leaks(ctx)).To(BeClean())
+			}, SpecTimeout(scenarioTimeout+runtimeRecoverTimeout))
+		})
 })
+
+// nriRejections is how many times the restart scenario's pod is rejected
+// before it is allowed: containerd#13609 needed more than one record under
+// the pod's sandbox name for the restart to fail.
+const nriRejections = 3
+
+// lastLine is the last non-empty line of a log.
+func lastLine(log string) string {
+	lines := strings.Split(strings.TrimSpace(log), "\n")
+	return lines[len(lines)-1]
+}

@@ -7,6 +7,7 @@
 package cni_test
 
 import (
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -175,18 +176,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	} else {
 		name := tc.RuntimeName()
 		By("bringing up " + name)
-		rt, err = runtimes.Start(ctx, runtimes.Options{
-			Runtime:      name,
-			CacheDir:     tc.CacheDir,
-			WorkDir:      absPath(filepath.Join(tc.WorkDir, filepath.Base(name)+"-"+instance)),
-			StateDir:     filepath.Join(tc.StateRoot, instance),
-			CNIPluginDir: absPath(tc.CNIPluginDir),
-			ExtraPlugins: []string{absPath(tc.FaultPlugin)},
-			PauseBinary:  absPath(tc.PauseBinary),
-			RuncWrapper:  absPath(tc.RuncWrapper),
-			NRIPlugin:    nriPlugin(),
-			Log:          GinkgoWriter,
-		})
+		rt, err = startManaged(ctx, instance)
 		Expect(err).NotTo(HaveOccurred(), "bringing up %s", name)
 	}
 	DeferCleanup(func(ctx SpecContext) {
@@ -213,6 +203,46 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	AddReportEntry(pluginsEntry, report.PluginVersions(rt.CNIBinDir(),
 		"bridge", "host-local", "loopback", "portmap", cniconf.FaultPluginType), ReportEntryVisibilityNever)
 }, NodeTimeout(runtimeStartTimeout))
+
+// startManaged brings up the managed runtime the flags name as instance.
+func startManaged(ctx context.Context, instance string) (runtimes.Runtime, error) {
+	name := tc.RuntimeName()
+	return runtimes.Start(ctx, runtimes.Options{
+		Runtime:      name,
+		CacheDir:     tc.CacheDir,
+		WorkDir:      absPath(filepath.Join(tc.WorkDir, filepath.Base(name)+"-"+instance)),
+		StateDir:     filepath.Join(tc.StateRoot, instance),
+		CNIPluginDir: absPath(tc.CNIPluginDir),
+		ExtraPlugins: []string{absPath(tc.FaultPlugin)},
+		PauseBinary:  absPath(tc.PauseBinary),
+		RuncWrapper:  absPath(tc.RuncWrapper),
+		NRIPlugin:    nriPlugin(),
+		Log:          GinkgoWriter,
+	})
+}
+
+// replacements counts the instances that replaced one a scenario left
+// unable to start (replaceDeadRuntime).
+var replacements int
+
+// replaceDeadRuntime gives the rest of the run a working runtime after a
+// scenario left the managed one unable to start again (a crash loop is
+// that scenario's verdict, not every later one's): it tears the dead
+// instance down, as the sweep of a killed run's instance does, and brings
+// up a fresh one in its place under new dirs.
+func replaceDeadRuntime(ctx SpecContext) {
+	ctl, ok := rt.(runtimes.Controllable)
+	if !ok || ctl.Running() {
+		return
+	}
+	GinkgoWriter.Printf("%s is down and does not start again: replacing its instance for the rest of the run\n", rt.Name())
+	Expect(rt.Teardown(ctx)).To(Succeed(), "tearing down the instance that does not start again")
+	replacements++
+	next, err := startManaged(ctx, fmt.Sprintf("%s-p%d-r%d", runID, GinkgoParallelProcess(), replacements))
+	Expect(err).NotTo(HaveOccurred(), "bringing up a replacement instance")
+	rt = next
+	runScope = nil
+}
 
 func absPath(p string) string {
 	a, err := filepath.Abs(p)

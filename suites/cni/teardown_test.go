@@ -125,6 +125,22 @@ var _ = Describe("A live pod's teardown", func() {
 		})
 	})
 
+	// The failure beside the network: an NRI plugin refuses the pod's Stop
+	// and Remove until it is fixed (a policy plugin down or misconfigured).
+	When("an NRI plugin rejects the pod's Stop and Remove after it started", Scenario("nri-rejects-stop"),
+		Label("fault:teardown", "fault:nri", report.LabelManagedOnly), func() {
+			BeforeEach(func(ctx SpecContext) { sc.requireNRI(ctx) }, NodeTimeout(scenarioSetupTimeout))
+			reject := cniconf.Fail(0, "cnifault: injected NRI rejection")
+			itTearsDownAndLeavesNothing(current, teardownCase{
+				inject: func(ctx SpecContext) {
+					Expect(sc.SetNRIFaults(map[cniconf.Verb][]cniconf.Step{
+						cniconf.NRIStopPodSandbox: {reject}, cniconf.NRIRemovePodSandbox: {reject},
+					}, cniconf.NRIStopPodSandbox)).To(Succeed())
+				},
+				clear: func(ctx SpecContext) { Expect(sc.ClearNRIFault()).To(Succeed()) },
+			})
+		})
+
 	When("the CNI config dir is emptied after the pod started", Scenario("teardown-no-cni-config"), Label("fault:teardown"), func() {
 		itTearsDownAndLeavesNothing(current, teardownCase{
 			// The fault is the state a live pod's teardown meets: a runtime
