@@ -11,11 +11,17 @@
 // to restrict it (containerd has restrict_oom_score_adj). The harness uses
 // the wrapper only when a probe shows the host needs it.
 //
+// A second use: with $CNIFAULT_RUNC_FAULTS naming a dir of
+// cniconf.RuncFaults, a create of a container whose bundle names a faulted
+// pod fails before runc runs (journaled first), which is how the harness
+// breaks a sandbox's start after its network is up.
+//
 // The real runc is $CNIFAULT_RUNC, or "runc" on PATH.
 package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -23,6 +29,9 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
+
+	"github.com/cnifault/cnifault/cniconf"
 )
 
 // RealRuncEnv names the environment variable holding the real runc's path.
@@ -34,6 +43,9 @@ func main() {
 		fail(err)
 	}
 	if bundle, ok := bundleOf(os.Args[1:]); ok {
+		if err := injectFault(os.Getenv(cniconf.RuncFaultsEnv), bundle, os.Args[1:]); err != nil {
+			fail(err)
+		}
 		floor, err := ownOOMScoreAdj()
 		if err != nil {
 			fail(err)
@@ -180,4 +192,48 @@ func writeAtomic(path string, data []byte) (err error) {
 		return err
 	}
 	return os.Rename(tmp.Name(), path)
+}
+
+// injectFault fails a create whose bundle names a pod that a fault in dir
+// targets: journaled, then the fault's message as runc's error.
+func injectFault(dir, bundle string, args []string) error {
+	if dir == "" || !isCreate(args) {
+		return nil
+	}
+	raw, err := os.ReadFile(filepath.Join(bundle, "config.json"))
+	if err != nil {
+		return nil // runc reports a missing config itself
+	}
+	for _, f := range cniconf.ReadRuncFaults(dir) {
+		if !strings.Contains(string(raw), f.PodUID) {
+			continue
+		}
+		e := cniconf.JournalEntry{Time: time.Now(), Verb: cniconf.VerbRuncCreate, ContainerID: args[len(args)-1],
+			PodUID: f.PodUID, Action: cniconf.ActionError, Step: 0, Invocation: -1, Targeted: true, PID: os.Getpid()}
+		if err := cniconf.AppendJournal(f.Journal, e); err != nil {
+			return fmt.Errorf("journal: %w", err)
+		}
+		msg := f.Msg
+		if msg == "" {
+			msg = "cnifault: injected runc create failure"
+		}
+		return errors.New(msg)
+	}
+	return nil
+}
+
+// isCreate tells a create from a run: only a create is faulted (a run
+// would be a container the harness never asks for).
+func isCreate(args []string) bool {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if globalValueFlags[a] {
+			i++
+			continue
+		}
+		if !strings.HasPrefix(a, "-") {
+			return a == "create"
+		}
+	}
+	return false
 }

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/cnifault/cnifault/cniconf"
 )
 
 // TestMain runs the wrapper itself when the test binary is exec'd as it.
@@ -184,5 +186,43 @@ func TestWrapperClampsThenExecsTheRealRunc(t *testing.T) {
 	}
 	if raw, _ := os.ReadFile(filepath.Join(other, "config.json")); string(raw) != bundleConfig {
 		t.Fatalf("a bundle was touched by delete:\n%s", raw)
+	}
+}
+
+// A create of the faulted pod's container fails before runc runs, and is
+// journaled; another pod's, and any other subcommand, go through.
+func TestAFaultFailsItsPodsCreateOnly(t *testing.T) {
+	dir := t.TempDir()
+	faults, journal := filepath.Join(dir, "faults"), filepath.Join(dir, "journal.jsonl")
+	if err := cniconf.WriteRuncFault(faults, "s1", cniconf.RuncFault{PodUID: "uid-1", Msg: "no", Journal: journal}); err != nil {
+		t.Fatal(err)
+	}
+	bundle := func(uid string) string {
+		b := filepath.Join(dir, uid)
+		if err := os.MkdirAll(b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		cfg := `{"annotations":{"io.kubernetes.cri.sandbox-uid":"` + uid + `"}}`
+		if err := os.WriteFile(filepath.Join(b, "config.json"), []byte(cfg), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	b1, b2 := bundle("uid-1"), bundle("uid-2")
+	if err := injectFault(faults, b1, []string{"--root", "/r", "create", "--bundle", b1, "sb1"}); err == nil || err.Error() != "no" {
+		t.Errorf("create of the faulted pod: %v, want its message", err)
+	}
+	if err := injectFault(faults, b2, []string{"--root", "/r", "create", "--bundle", b2, "sb2"}); err != nil {
+		t.Errorf("create of another pod: %v", err)
+	}
+	if err := injectFault(faults, b1, []string{"--root", "/r", "run", "--bundle", b1, "x"}); err != nil {
+		t.Errorf("run: %v", err)
+	}
+	if err := injectFault("", b1, []string{"create", "--bundle", b1, "sb1"}); err != nil {
+		t.Errorf("no fault dir: %v", err)
+	}
+	entries, err := cniconf.ReadJournal(journal)
+	if err != nil || len(entries) != 1 || !entries[0].Fired() || entries[0].ContainerID != "sb1" || entries[0].PodUID != "uid-1" {
+		t.Errorf("journal = %+v (%v), want one fired create of sb1", entries, err)
 	}
 }

@@ -26,7 +26,7 @@ var allowed = map[string][]string{
 	"cmd/cni-fault":             {"cniconf"},
 	"cmd/cnifault-nri":          {"cniconf"},
 	"cmd/cnifault-pause":        {},
-	"cmd/cnifault-runc-wrapper": {},
+	"cmd/cnifault-runc-wrapper": {"cniconf"},
 	"fixtures/host":             {},
 	"fixtures/cri":              {},
 	"fixtures/image":            {},
