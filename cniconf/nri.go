@@ -1,11 +1,8 @@
 package cniconf
 
 import (
-	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
-	"strings"
 )
 
 // The NRI events cmd/cnifault-nri can be told to reject. They are Verbs so
@@ -70,12 +67,8 @@ func NRIActionSupported(a Action) bool {
 	return a == ActionPass || a == ActionError || a == ActionDelay
 }
 
-// WriteNRIFault puts f into dir as name+".json", atomically: the plugin
-// reads the old set or the new one, never half of one.
+// WriteNRIFault puts f into dir as name+".json", atomically.
 func WriteNRIFault(dir, name string, f NRIFault) error {
-	if name == "" || strings.ContainsRune(name, os.PathSeparator) {
-		return fmt.Errorf("cniconf: NRI fault name %q must be a file name", name)
-	}
 	for v, steps := range f.Faults {
 		for _, s := range steps {
 			if !NRIActionSupported(s.Action) {
@@ -83,46 +76,14 @@ func WriteNRIFault(dir, name string, f NRIFault) error {
 			}
 		}
 	}
-	raw, err := json.Marshal(f)
-	if err != nil {
-		return err
-	}
-	path := filepath.Join(dir, name+".json")
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, raw, 0o644); err != nil {
-		return fmt.Errorf("cniconf: %w", err)
-	}
-	return os.Rename(tmp, path)
+	return writeFaultFile(dir, name, f)
 }
 
 // RemoveNRIFault removes a scenario's NRI fault; a missing one is not an
 // error.
-func RemoveNRIFault(dir, name string) error {
-	err := os.Remove(filepath.Join(dir, name+".json"))
-	if err != nil && !os.IsNotExist(err) {
-		return fmt.Errorf("cniconf: %w", err)
-	}
-	return nil
-}
+func RemoveNRIFault(dir, name string) error { return removeFaultFile(dir, name) }
 
-// ReadNRIFaults returns every fault file of dir. A file that does not parse
-// is skipped: it is one being written by a process killed mid-write, and
-// no pod's events may fail because of it.
-func ReadNRIFaults(dir string) ([]NRIFault, error) {
-	names, err := filepath.Glob(filepath.Join(dir, "*.json"))
-	if err != nil {
-		return nil, err
-	}
-	var out []NRIFault
-	for _, n := range names {
-		raw, err := os.ReadFile(n)
-		if err != nil {
-			continue
-		}
-		var f NRIFault
-		if json.Unmarshal(raw, &f) == nil && f.PodUID != "" {
-			out = append(out, f)
-		}
-	}
-	return out, nil
+// ReadNRIFaults returns every NRI fault of dir.
+func ReadNRIFaults(dir string) []NRIFault {
+	return readFaultFiles(dir, func(f NRIFault) string { return f.PodUID })
 }

@@ -1,11 +1,8 @@
 package cniconf
 
 import (
-	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
-	"strings"
 )
 
 // VerbRuncCreate is cmd/cnifault-runc-wrapper's journal verb: a runc create
@@ -30,50 +27,17 @@ type RuncFault struct {
 
 // WriteRuncFault puts f into dir as name+".json", atomically.
 func WriteRuncFault(dir, name string, f RuncFault) error {
-	if name == "" || strings.ContainsRune(name, os.PathSeparator) {
-		return fmt.Errorf("cniconf: runc fault name %q must be a file name", name)
-	}
 	if f.PodUID == "" || !filepath.IsAbs(f.Journal) {
 		return fmt.Errorf("cniconf: a runc fault needs a pod UID and an absolute journal path")
 	}
-	raw, err := json.Marshal(f)
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	path := filepath.Join(dir, name+".json")
-	if err := os.WriteFile(path+".tmp", raw, 0o644); err != nil {
-		return fmt.Errorf("cniconf: %w", err)
-	}
-	return os.Rename(path+".tmp", path)
+	return writeFaultFile(dir, name, f)
 }
 
 // RemoveRuncFault removes a scenario's runc fault; a missing one is not an
 // error.
-func RemoveRuncFault(dir, name string) error {
-	err := os.Remove(filepath.Join(dir, name+".json"))
-	if err != nil && !os.IsNotExist(err) {
-		return fmt.Errorf("cniconf: %w", err)
-	}
-	return nil
-}
+func RemoveRuncFault(dir, name string) error { return removeFaultFile(dir, name) }
 
-// ReadRuncFaults returns every fault of dir; one that does not parse (a
-// write cut short) is skipped.
+// ReadRuncFaults returns every runc fault of dir.
 func ReadRuncFaults(dir string) []RuncFault {
-	names, _ := filepath.Glob(filepath.Join(dir, "*.json"))
-	var out []RuncFault
-	for _, n := range names {
-		raw, err := os.ReadFile(n)
-		if err != nil {
-			continue
-		}
-		var f RuncFault
-		if json.Unmarshal(raw, &f) == nil && f.PodUID != "" {
-			out = append(out, f)
-		}
-	}
-	return out
+	return readFaultFiles(dir, func(f RuncFault) string { return f.PodUID })
 }

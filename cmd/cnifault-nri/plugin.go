@@ -87,11 +87,7 @@ func (p *plugin) event(verb cniconf.Verb, pod *api.PodSandbox, containerID strin
 	}
 	p.mu.Lock()
 	conf := p.conf
-	faults, err := cniconf.ReadNRIFaults(conf.FaultDir)
-	if err != nil {
-		p.logf("reading faults: %v", err)
-	}
-	for _, f := range faults {
+	for _, f := range cniconf.ReadNRIFaults(conf.FaultDir) {
 		if f.PodUID != e.PodUID {
 			continue
 		}
