@@ -23,6 +23,13 @@
 # from it (v1.35.2 and v1.36.3 require neither at those versions). Every
 # other module is verified as usual.
 #
+# A dependency a tag pins at a version the module proxy refuses (403) is
+# raised, in the scratch module, to the version the next line's tag pins
+# (CRIO_RAISE): v1.35.2 pins github.com/checkpoint-restore/go-criu/v8
+# v8.1.0, which the proxy refuses; v1.36.3 pins v8.2.0. go-criu is CRIU's
+# client, used only for checkpoint/restore, which the harness's config turns
+# off (enable_criu_support = false): no path a verdict depends on.
+#
 # Build tags: containers_image_openpgp (no gpgme), and no btrfs or
 # devicemapper graph drivers (no C libraries for them; the harness uses
 # overlay). Without the seccomp tag crio runs pods without a seccomp profile,
@@ -37,6 +44,10 @@ CACHE="${CNIFAULT_CACHE:-${HOME:-/root}/.cache/cnifault}"
 CRIO_MODULE=github.com/cri-o/cri-o
 CRIO_BUILDTAGS="containers_image_openpgp exclude_graphdriver_btrfs exclude_graphdriver_devicemapper"
 CRIO_NOSUMDB="github.com/containerd/nri,github.com/CloudNativeAI/model-spec"
+# tag -> "module version" requirements added to its scratch module.
+declare -A CRIO_RAISE=(
+  [v1.35.2]="github.com/checkpoint-restore/go-criu/v8 v8.2.0"
+)
 
 log() { printf '[deps] %s\n' "$*"; }
 die() { echo "hack/build-crio.sh: $*" >&2; exit 2; }
@@ -74,6 +85,10 @@ go $major_minor
 
 require $CRIO_MODULE $CRIO_VERSION
 EOT
+  if [[ -n ${CRIO_RAISE[$CRIO_VERSION]:-} ]]; then
+    log "  raising ${CRIO_RAISE[$CRIO_VERSION]} (the version $CRIO_VERSION pins is refused by the module proxy)"
+    echo "require ${CRIO_RAISE[$CRIO_VERSION]}" >>"$mod/go.mod"
+  fi
   : >"$mod/go.sum"
 
   local build_date
