@@ -1,6 +1,6 @@
 # cnifault: CNI fault-injection conformance for container runtimes.
-#   make e2e [RUNTIME=containerd-1.6|containerd-2.4|crio-1.34|/path/to/containerd/bin]
-#   make matrix [RUNTIMES="containerd-1.6 crio-1.34 /path/to/containerd/bin"] [JOBS=N]
+#   make e2e [RUNTIME=containerd-1.6|containerd-2.4|crio-1.36|/path/to/containerd/bin|/path/to/crio/bin]
+#   make matrix [RUNTIMES="containerd-1.6 crio-1.36 /path/to/containerd/bin"] [JOBS=N]
 #   make test
 # Both need root on Debian 12; `make deps` installs and builds what they use.
 
@@ -99,11 +99,11 @@ soak:
 # The first containerd tag between GOOD and BAD at which SCENARIO's verdict
 # or leaked kinds change (cnifault bisect), each tag run with the gate's
 # flags: make bisect SCENARIO=no-cni-config GOOD=v1.7.18 BAD=v1.7.35.
-# deps gets what any containerd build needs (a bin dir given to deps.sh
-# stands for one: here GOOD's, which the bisect builds into the cache).
+# deps gets what any containerd build needs (the family, containerd: the
+# bisect builds its tags into the cache itself).
 .PHONY: bisect
 bisect: build
-	bash hack/deps.sh "$${CNIFAULT_CACHE:-$$HOME/.cache/cnifault}/containerd-$(GOOD)/bin"
+	bash hack/deps.sh containerd
 	exec $(BIN)/cnifault bisect --scenario '$(SCENARIO)' --good '$(GOOD)' --bad '$(BAD)' \
 	  --report-dir $(OUT)/bisect/$(SCENARIO) --work-dir $(OUT)/work --cni-plugin-dir $(OUT)/cni/bin \
 	  --pause-binary $(BIN)/cnifault-pause --fault-plugin $(BIN)/cni-fault --runc-wrapper $(BIN)/cnifault-runc-wrapper \

@@ -4,8 +4,10 @@
 #
 #   hack/deps.sh                  everything: every managed runtime and the tests (make test)
 #   hack/deps.sh RUNTIME...       what those runtimes need (make e2e RUNTIME=...): a managed
-#                                 containerd line (hack/containerd-lines.txt), crio-1.34,
-#                                 or a containerd bin dir
+#                                 line (hack/containerd-lines.txt, hack/crio-lines.txt),
+#                                 a bin dir holding a containerd or a CRI-O build (crio and
+#                                 pinns), or a family (containerd, crio: what any of its
+#                                 runtimes needs, nothing built)
 #   hack/deps.sh --list [RUNTIME...]   print the Debian packages and builds chosen, change nothing
 #
 # What is installed comes from hack/programs.txt, the one list of every
@@ -17,7 +19,8 @@
 #                                           module (cmd/cnifault-build, inside a copy of the
 #                                           module's own source tree)
 #   $CNIFAULT_CACHE/cni-plugins-<ver>/      reference CNI plugins from go.mod's pin
-#   $CNIFAULT_CACHE/crio-v1.34.0/bin        crio and pinns (hack/build-crio.sh)
+#   $CNIFAULT_CACHE/crio-<tag>/bin          each managed CRI-O line's crio and pinns
+#                                           (hack/build-crio.sh)
 #
 # Two runs at once (two `make e2e` in one checkout, or two clones sharing the
 # cache) take turns: everything below the root check holds an exclusive lock
@@ -27,31 +30,41 @@ cd "$(dirname "$0")/.."
 
 CACHE="${CNIFAULT_CACHE:-${HOME:-/root}/.cache/cnifault}"
 OUT="${OUTPUT_DIR:-_output}"
-# The managed containerd lines: name and tag ("apt" for Debian's package).
-declare -A LINE_TAG=()
-LINES=()
-while read -r name tag _; do
-  [[ -z $name || $name == \#* ]] && continue
-  LINE_TAG[$name]=$tag
-  LINES+=("$name")
-done <hack/containerd-lines.txt
-MANAGED=("${LINES[@]}" crio-1.34)
-
 log() { printf '[deps] %s\n' "$*"; }
 die() { echo "hack/deps.sh: $*" >&2; exit 2; }
 
+# The managed lines of every family: name and tag ("apt" for Debian's
+# package), from the tables' one reader.
+# shellcheck source=hack/lines.sh
+source hack/lines.sh
+rows=$(managed_lines) || exit 2
+declare -A LINE_TAG=()
+LINES=()
+while read -r name tag _; do
+  LINE_TAG[$name]=$tag
+  LINES+=("$name")
+done <<<"$rows"
+
 list=0
 if [[ ${1:-} == --list ]]; then list=1; shift; fi
-# A runtime given as a bin dir is a containerd build: it needs what every
-# containerd needs.
+# A runtime given as a bin dir is the build it holds: it needs what every
+# runtime of its family needs, and nothing is built for it. A dir holding
+# neither build is refused here, before anything is installed.
 wanted=()
 for r in "$@"; do
   case "$r" in
-    /*|./*|../*) wanted+=(containerd) ;;
-    crio-1.34) wanted+=("$r") ;;
+    /*|./*|../*)
+      if [[ -x $r/crio && -x $r/pinns ]]; then
+        wanted+=(crio)
+      elif [[ -x $r/containerd ]]; then
+        wanted+=(containerd)
+      else
+        die "$r holds neither a containerd build (containerd) nor a CRI-O build (crio and pinns)"
+      fi ;;
+    containerd|crio) wanted+=("$r") ;;
     *)
       [[ -n ${LINE_TAG[$r]:-} ]] && { wanted+=("$r"); continue; }
-      die "unknown runtime $r (one of ${MANAGED[*]}, or a containerd bin dir)" ;;
+      die "unknown runtime $r (one of ${LINES[*]}, a family: containerd, crio, or a bin dir)" ;;
   esac
 done
 
@@ -83,22 +96,28 @@ sources=$(chosen)
 apt_packages=($(sed -n 's/^apt://p' <<<"$sources"))
 needs_build() { grep -qx "build:$1" <<<"$sources"; }
 
-# The containerd tags to build: those of the wanted lines, or of every line.
-containerd_tags=()
-if needs_build containerd; then
+# The tags of a family to build: those of its wanted lines, or of every
+# line when no runtime is named.
+tags_of() {
+  local family=$1 line tag
+  needs_build "$family" || return 0
   for line in "${LINES[@]}"; do
+    [[ $line == "$family"-* ]] || continue
     tag=${LINE_TAG[$line]}
     [[ $tag == apt ]] && continue
     if ((${#wanted[@]} == 0)) || [[ " ${wanted[*]} " == *" $line "* ]]; then
-      containerd_tags+=("$tag")
+      echo "$tag"
     fi
   done
-fi
+}
+mapfile -t containerd_tags < <(tags_of containerd)
+mapfile -t crio_tags < <(tags_of crio)
 
 if ((list)); then
   echo "apt: ${apt_packages[*]}"
-  builds=$(sed -n 's/^build://p' <<<"$sources" | grep -vx containerd | tr '\n' ' ')
+  builds=$(sed -n 's/^build://p' <<<"$sources" | grep -vx 'containerd\|crio' | tr '\n' ' ')
   for tag in "${containerd_tags[@]}"; do builds+="containerd@$tag "; done
+  for tag in "${crio_tags[@]}"; do builds+="crio@$tag "; done
   echo "build: ${builds% }"
   exit 0
 fi
@@ -166,10 +185,10 @@ if ((${#containerd_tags[@]})); then
   for tag in "${containerd_tags[@]}"; do built+=("containerd $tag"); done
 fi
 
-# CRI-O from its module, for the crio-1.34 managed runtime.
-if needs_build crio; then
-  CNIFAULT_CACHE="$CACHE" bash hack/build-crio.sh
-  built+=("CRI-O v1.34.0")
+# CRI-O from its module, for each managed line wanted.
+if ((${#crio_tags[@]})); then
+  CNIFAULT_CACHE="$CACHE" bash hack/build-crio.sh "${crio_tags[@]}"
+  for tag in "${crio_tags[@]}"; do built+=("CRI-O $tag"); done
 fi
 
 ready="runtimes: ${wanted[*]:-all}; Debian packages: ${apt_packages[*]}"

@@ -2,6 +2,7 @@ package deps_test
 
 import (
 	"maps"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -92,17 +93,35 @@ func TestDepsChoosesWhatTheRuntimeNeeds(t *testing.T) {
 		}
 		return apt, build
 	}
+	// Vendor builds given by dir: a containerd's, a CRI-O's (crio and
+	// pinns), and a dir holding neither.
+	vendor := func(names ...string) string {
+		dir := t.TempDir()
+		for _, n := range names {
+			if err := os.WriteFile(filepath.Join(dir, n), []byte("#!/bin/true\n"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return dir
+	}
+	ctrdDir, crioDir := vendor("containerd", "containerd-shim-runc-v2", "ctr"), vendor("crio", "pinns")
 	cases := []struct {
 		runtimes        []string
 		apt, notApt     []string
 		build, notBuilt []string
 	}{
-		{[]string{"containerd-2.4"}, []string{"runc", "nftables", "iptables"}, []string{"conmon", "skopeo", "containerd"}, []string{"containerd@v2.4.2", "cni-plugins"}, []string{"crio", "containerd@v1.7.35"}},
-		{[]string{"containerd-1.7"}, []string{"runc", "nftables"}, []string{"conmon", "containerd"}, []string{"containerd@v1.7.35", "cni-plugins"}, []string{"crio", "containerd@v2.4.2"}},
-		{[]string{"containerd-1.6"}, []string{"containerd", "runc", "nftables"}, []string{"conmon"}, []string{"cni-plugins"}, []string{"crio", "containerd@v2.4.2"}},
-		{[]string{"crio-1.34"}, []string{"conmon", "skopeo", "runc", "nftables", "gcc"}, []string{"containerd"}, []string{"crio", "cni-plugins"}, []string{"containerd@v2.4.2"}},
-		{[]string{"/opt/vendor/bin"}, []string{"runc", "nftables"}, []string{"containerd", "conmon"}, []string{"cni-plugins"}, []string{"crio", "containerd@v2.4.2"}},
-		{nil, []string{"containerd", "conmon", "skopeo", "nftables", "util-linux"}, nil, []string{"containerd@v1.7.35", "containerd@v2.0.14", "containerd@v2.4.2", "crio", "cni-plugins"}, nil},
+		{[]string{"containerd-2.4"}, []string{"runc", "nftables", "iptables"}, []string{"conmon", "skopeo", "containerd"}, []string{"containerd@v2.4.2", "cni-plugins"}, []string{"crio@v1.34.0", "containerd@v1.7.35"}},
+		{[]string{"containerd-1.7"}, []string{"runc", "nftables"}, []string{"conmon", "containerd"}, []string{"containerd@v1.7.35", "cni-plugins"}, []string{"crio@v1.34.0", "containerd@v2.4.2"}},
+		{[]string{"containerd-1.6"}, []string{"containerd", "runc", "nftables"}, []string{"conmon"}, []string{"cni-plugins"}, []string{"crio@v1.34.0", "containerd@v2.4.2"}},
+		{[]string{"crio-1.34"}, []string{"conmon", "skopeo", "runc", "nftables", "gcc"}, []string{"containerd"}, []string{"crio@v1.34.0", "cni-plugins"}, []string{"containerd@v2.4.2", "crio@v1.36.3"}},
+		{[]string{"crio-1.36"}, []string{"conmon", "skopeo", "runc", "gcc"}, []string{"containerd"}, []string{"crio@v1.36.3", "cni-plugins"}, []string{"crio@v1.34.0", "crio@v1.35.2"}},
+		{[]string{"crio-1.35", "crio-1.36"}, []string{"conmon", "gcc"}, nil, []string{"crio@v1.35.2", "crio@v1.36.3"}, []string{"crio@v1.34.0"}},
+		{[]string{ctrdDir}, []string{"runc", "nftables"}, []string{"containerd", "conmon"}, []string{"cni-plugins"}, []string{"crio@v1.34.0", "containerd@v2.4.2"}},
+		// A CRI-O build by dir needs CRI-O's helpers, but nothing built:
+		// no compiler for pinns.
+		{[]string{crioDir}, []string{"runc", "conmon", "skopeo", "nftables"}, []string{"containerd", "gcc", "make"}, []string{"cni-plugins"}, []string{"crio@v1.34.0", "crio@v1.36.3", "containerd@v2.4.2"}},
+		{[]string{"containerd"}, []string{"runc"}, []string{"containerd", "conmon"}, []string{"cni-plugins"}, []string{"containerd@v2.4.2"}},
+		{nil, []string{"containerd", "conmon", "skopeo", "nftables", "util-linux"}, nil, []string{"containerd@v1.7.35", "containerd@v2.0.14", "containerd@v2.4.2", "crio@v1.34.0", "crio@v1.35.2", "crio@v1.36.3", "cni-plugins"}, nil},
 	}
 	for _, c := range cases {
 		apt, build := list(c.runtimes...)
@@ -129,5 +148,13 @@ func TestDepsChoosesWhatTheRuntimeNeeds(t *testing.T) {
 	}
 	if out, err := exec.Command("bash", filepath.Join(root, "hack", "deps.sh"), "--list", "containerd-9").CombinedOutput(); err == nil {
 		t.Errorf("deps.sh accepted an unknown runtime: %s", out)
+	}
+	// A dir holding neither build is refused in one line, status 2, before
+	// anything is chosen (let alone installed).
+	empty := vendor("crio")
+	out, err := exec.Command("bash", filepath.Join(root, "hack", "deps.sh"), "--list", empty).CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 ||
+		string(out) != "hack/deps.sh: "+empty+" holds neither a containerd build (containerd) nor a CRI-O build (crio and pinns)\n" {
+		t.Errorf("deps.sh --list %s: %v: %q, want one line and status 2", empty, err, out)
 	}
 }

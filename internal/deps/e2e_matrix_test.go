@@ -19,33 +19,34 @@ import (
 
 // The e2e workflow runs one job per managed runtime, with versions it reads
 // from the tables hack/deps.sh builds from (hack/e2e-matrix.sh). These tests
-// hold the three together without root or a runtime: a well-formed table, a
-// matrix that is exactly the table plus CRI-O, and a workflow that takes its
-// matrix from the script and repeats no version.
+// hold the three together without root or a runtime: well-formed tables, a
+// matrix that is exactly the tables' lines (containerd's, then CRI-O's), and
+// a workflow that takes its matrix from the script and repeats no version.
 
-type containerdLine struct {
-	name, version string // containerd-1.7, v1.7.35 or apt
+type runtimeLine struct {
+	name, version string // containerd-1.7, v1.7.35 or apt (containerd only)
 	line          int
 }
 
-var (
-	lineName    = regexp.MustCompile(`^containerd-(\d+\.\d+)$`)
-	lineVersion = regexp.MustCompile(`^v(\d+\.\d+)\.\d+$`)
-	// hack/build-crio.sh's default, the line hack/e2e-matrix.sh reads.
-	crioVersion = regexp.MustCompile(`(?m)^CRIO_VERSION="\$\{CRIO_VERSION:-(v(\d+\.\d+)\.\d+)\}"$`)
-)
+var lineVersion = regexp.MustCompile(`^v(\d+\.\d+)\.\d+$`)
 
-// containerdLines reads hack/containerd-lines.txt, failing the test on any
-// row that is not `containerd-<major>.<minor> <apt|v<major>.<minor>.<patch>>`
-// of one line.
-func containerdLines(t *testing.T) []containerdLine {
+// families are the managed runtime tables, hack/<family>-lines.txt, in the
+// order the matrix lists them.
+var families = []string{"containerd", "crio"}
+
+// tableLines reads hack/<family>-lines.txt, failing the test on any row
+// that is not `<family>-<major>.<minor> v<major>.<minor>.<patch>` of one
+// line (or apt: containerd's, Debian's package).
+func tableLines(t *testing.T, family string) []runtimeLine {
 	t.Helper()
-	f, err := os.Open(filepath.Join(testenv.RepoRoot(t), "hack", "containerd-lines.txt"))
+	table := "hack/" + family + "-lines.txt"
+	lineName := regexp.MustCompile(`^` + family + `-(\d+\.\d+)$`)
+	f, err := os.Open(filepath.Join(testenv.RepoRoot(t), table))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	var lines []containerdLine
+	var lines []runtimeLine
 	seen := map[string]int{}
 	sc := bufio.NewScanner(f)
 	for n := 1; sc.Scan(); n++ {
@@ -55,35 +56,38 @@ func containerdLines(t *testing.T) []containerdLine {
 		}
 		fields := strings.Fields(text)
 		if len(fields) != 2 {
-			t.Errorf("hack/containerd-lines.txt:%d: %q: want two columns, <name> <version-or-apt>", n, text)
+			t.Errorf("%s:%d: %q: want two columns, <name> <version>", table, n, text)
 			continue
 		}
 		name, version := fields[0], fields[1]
 		m := lineName.FindStringSubmatch(name)
 		if m == nil {
-			t.Errorf("hack/containerd-lines.txt:%d: name %q is not containerd-<major>.<minor>", n, name)
+			t.Errorf("%s:%d: name %q is not %s-<major>.<minor>", table, n, name, family)
 			continue
 		}
-		if v := lineVersion.FindStringSubmatch(version); version != "apt" && (v == nil || v[1] != m[1]) {
-			t.Errorf("hack/containerd-lines.txt:%d: %s's version %q is neither apt nor v%s.<patch>", n, name, version, m[1])
+		apt := version == "apt" && family == "containerd"
+		if v := lineVersion.FindStringSubmatch(version); !apt && (v == nil || v[1] != m[1]) {
+			t.Errorf("%s:%d: %s's version %q is not v%s.<patch>", table, n, name, version, m[1])
 		}
 		if prev, dup := seen[name]; dup {
-			t.Errorf("hack/containerd-lines.txt:%d: %s is listed again (first at line %d)", n, name, prev)
+			t.Errorf("%s:%d: %s is listed again (first at line %d)", table, n, name, prev)
 		}
 		seen[name] = n
-		lines = append(lines, containerdLine{name, version, n})
+		lines = append(lines, runtimeLine{name, version, n})
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
 	if len(lines) == 0 {
-		t.Fatal("hack/containerd-lines.txt lists no containerd line")
+		t.Fatalf("%s lists no line", table)
 	}
 	return lines
 }
 
-func TestContainerdLinesAreWellFormed(t *testing.T) {
-	containerdLines(t)
+func TestRuntimeTablesAreWellFormed(t *testing.T) {
+	for _, f := range families {
+		tableLines(t, f)
+	}
 }
 
 // matrixEntry is one job of the e2e matrix, as hack/e2e-matrix.sh prints it.
@@ -114,9 +118,9 @@ func e2eMatrix(root string) (map[string]string, error) {
 	return outputs, nil
 }
 
-// The matrix is every containerd line of the table, in its order, with the
-// version it is built at, and then CRI-O at hack/build-crio.sh's version;
-// each built runtime is cached in the dir hack/deps.sh names by version.
+// The matrix is every line of the tables, containerd's and then CRI-O's,
+// each in its order, with the version it is built at; each built runtime is
+// cached in the dir hack/deps.sh names by family and version.
 func TestE2EMatrixIsEveryManagedRuntime(t *testing.T) {
 	root := testenv.RepoRoot(t)
 	outputs, err := e2eMatrix(root)
@@ -128,22 +132,15 @@ func TestE2EMatrixIsEveryManagedRuntime(t *testing.T) {
 		t.Fatalf("include=%s: %v", outputs["include"], err)
 	}
 	var want []matrixEntry
-	for _, l := range containerdLines(t) {
-		e := matrixEntry{Runtime: l.name, Version: l.version}
-		if l.version != "apt" {
-			e.Cache = "containerd-" + l.version
+	for _, family := range families {
+		for _, l := range tableLines(t, family) {
+			e := matrixEntry{Runtime: l.name, Version: l.version}
+			if l.version != "apt" {
+				e.Cache = family + "-" + l.version
+			}
+			want = append(want, e)
 		}
-		want = append(want, e)
 	}
-	crio, err := os.ReadFile(filepath.Join(root, "hack", "build-crio.sh"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := crioVersion.FindSubmatch(crio)
-	if m == nil {
-		t.Fatalf("hack/build-crio.sh has no line matching %s, which hack/e2e-matrix.sh reads CRI-O's version from", crioVersion)
-	}
-	want = append(want, matrixEntry{Runtime: "crio-" + string(m[2]), Version: string(m[1]), Cache: "crio-" + string(m[1])})
 	if !slices.Equal(got, want) {
 		t.Errorf("hack/e2e-matrix.sh's matrix is\n  %+v\nwant\n  %+v", got, want)
 	}
@@ -156,31 +153,47 @@ func TestE2EMatrixIsEveryManagedRuntime(t *testing.T) {
 // with a name or version that hack/deps.sh would refuse.
 func TestE2EMatrixRejectsABadRow(t *testing.T) {
 	root := testenv.RepoRoot(t)
-	script, err := os.ReadFile(filepath.Join(root, "hack", "e2e-matrix.sh"))
-	if err != nil {
-		t.Fatal(err)
+	scripts := map[string][]byte{}
+	for _, f := range []string{"e2e-matrix.sh", "lines.sh"} {
+		var err error
+		if scripts[f], err = os.ReadFile(filepath.Join(root, "hack", f)); err != nil {
+			t.Fatal(err)
+		}
 	}
-	for _, row := range []string{
-		"containerd-1.7",             // no version
-		"containerd-1.7 v1.8.0",      // another line's release
-		"containerd-1.7 1.7.35",      // no v
-		"containerd-17 v1.7.35",      // not <major>.<minor>
-		"crio-1.34 v1.34.0",          // not a containerd line
-		"containerd-1.7 v1.7.35 old", // a third column
+	good := map[string]string{"containerd": "containerd-1.6 apt\n", "crio": "crio-1.34 v1.34.0\n"}
+	for _, c := range []struct{ family, row string }{
+		{"containerd", "containerd-1.7"},             // no version
+		{"containerd", "containerd-1.7 v1.8.0"},      // another line's release
+		{"containerd", "containerd-1.7 1.7.35"},      // no v
+		{"containerd", "containerd-17 v1.7.35"},      // not <major>.<minor>
+		{"containerd", "crio-1.34 v1.34.0"},          // not a containerd line
+		{"containerd", "containerd-1.7 v1.7.35 old"}, // a third column
+		{"containerd", "containerd-1.6 apt"},         // listed twice
+		{"crio", "crio-1.35 apt"},                    // CRI-O is never a package
+		{"crio", "crio-1.35 v1.36.3"},                // another line's release
+		{"crio", "containerd-1.7 v1.7.35"},           // not a CRI-O line
 	} {
 		dir := t.TempDir()
 		if err := os.MkdirAll(filepath.Join(dir, "hack"), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(dir, "hack", "e2e-matrix.sh"), script, 0o755); err != nil {
-			t.Fatal(err)
+		for f, b := range scripts {
+			if err := os.WriteFile(filepath.Join(dir, "hack", f), b, 0o755); err != nil {
+				t.Fatal(err)
+			}
 		}
-		table := "# c\ncontainerd-1.6 apt\n" + row + "\n"
-		if err := os.WriteFile(filepath.Join(dir, "hack", "containerd-lines.txt"), []byte(table), 0o644); err != nil {
-			t.Fatal(err)
+		for _, family := range families {
+			table := "# c\n" + good[family]
+			if family == c.family {
+				table += c.row + "\n"
+			}
+			if err := os.WriteFile(filepath.Join(dir, "hack", family+"-lines.txt"), []byte(table), 0o644); err != nil {
+				t.Fatal(err)
+			}
 		}
-		if _, err := e2eMatrix(dir); err == nil || !strings.Contains(err.Error(), "containerd-lines.txt:3") {
-			t.Errorf("hack/e2e-matrix.sh with row %q: %v, want an error naming line 3", row, err)
+		want := c.family + "-lines.txt:3"
+		if _, err := e2eMatrix(dir); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("hack/e2e-matrix.sh with %s row %q: %v, want an error naming %s", c.family, c.row, err, want)
 		}
 	}
 }
@@ -236,17 +249,14 @@ func TestE2EWorkflowTakesItsMatrixFromTheTable(t *testing.T) {
 	}
 
 	for _, name := range regexp.MustCompile(`\b(?:containerd|crio)-v?\d+\.\d+`).FindAllString(text, -1) {
-		t.Errorf("e2e.yml names %s: the runtimes and versions belong in hack/containerd-lines.txt and hack/build-crio.sh", name)
+		t.Errorf("e2e.yml names %s: the runtimes and versions belong in hack/containerd-lines.txt and hack/crio-lines.txt", name)
 	}
 	versions := map[string]string{} // version without v -> where it belongs
-	for _, l := range containerdLines(t) {
-		if l.version != "apt" {
-			versions[strings.TrimPrefix(l.version, "v")] = "hack/containerd-lines.txt"
-		}
-	}
-	if crio, err := os.ReadFile(filepath.Join(root, "hack", "build-crio.sh")); err == nil {
-		if m := crioVersion.FindSubmatch(crio); m != nil {
-			versions[strings.TrimPrefix(string(m[1]), "v")] = "hack/build-crio.sh"
+	for _, family := range families {
+		for _, l := range tableLines(t, family) {
+			if l.version != "apt" {
+				versions[strings.TrimPrefix(l.version, "v")] = "hack/" + family + "-lines.txt"
+			}
 		}
 	}
 	for v, home := range versions {

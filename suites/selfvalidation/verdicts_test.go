@@ -158,12 +158,12 @@ func sameReclaim(want string) OmegaMatcher {
 var managedRuntimes = []struct{ name, version string }{
 	{"containerd-1.6", "1.6.20"}, {"containerd-1.7", "1.7.35"}, {"containerd-2.0", "2.0.14"},
 	{"containerd-2.1", "2.1.9"}, {"containerd-2.2", "2.2.9"}, {"containerd-2.3", "2.3.7"},
-	{"containerd-2.4", "2.4.2"}, {"crio-1.34", "1.34.0"},
+	{"containerd-2.4", "2.4.2"}, {"crio-1.34", "1.34.0"}, {"crio-1.35", "1.35.2"}, {"crio-1.36", "1.36.3"},
 }
 
 // runtimeNames are the CRI runtime names of the managed runtimes that are
 // not containerd.
-var runtimeNames = map[string]string{"crio-1.34": "cri-o"}
+var runtimeNames = map[string]string{"crio-1.34": "cri-o", "crio-1.35": "cri-o", "crio-1.36": "cri-o"}
 
 // describeRuntime declares the pinned verdicts of one managed runtime, from
 // its run in the matrix.
@@ -315,21 +315,9 @@ var _ = Describe("cnifault", Ordered, ContinueOnFailure, func() {
 	})
 
 	It("reports that CRI-O, ready once, failed the config-fault calls at once, and resumed the calls it held at boot", func() {
-		r, err := report.Read(filepath.Join(reportDirOf("crio-1.34"), "report.json"))
-		Expect(err).NotTo(HaveOccurred())
-		// cnimgr.go pollUntilReady stops at the first success, so a CRI-O
-		// that was ready once stays ready with no network, and ocicni's
-		// networksAvailable fails the call (no restart: the watcher took
-		// the conf dir change up); the pass comes from a call that got as
-		// far as networkStart, after pinns, the shm and the infra container.
-		for _, id := range []string{"no-cni-config", "malformed-cni-config", "missing-plugin-binary"} {
-			Expect(r.Scenario(id).Error).To(ContainSubstring("no CNI configuration file in"), id)
+		for rt := range runtimeNames {
+			expectCRIOReadyOnce(rt)
 		}
-		// sandbox_network.go waitForCNIPlugin: restarted with no config (a
-		// node's boot), CRI-O holds every call, and resumes them once the
-		// config appears: they start their pods.
-		Expect(r.Scenario("late-cni-config").HeldCalls).To(Equal(&report.HeldCalls{Held: 4, Started: 4}))
-		Expect(r.Runtime.Details).To(HaveKey("host_adaptations"))
 	})
 
 	It("finds the README's verdict matrix up to date with these reports", func() {
@@ -432,4 +420,25 @@ func expectSustained(s *report.Scenario, want map[string]float64) {
 	} else {
 		Expect(s.Sustained.Exhaustion).To(BeNil())
 	}
+}
+
+// expectCRIOReadyOnce checks a CRI-O line's report for what its readiness
+// does with the config faults and a boot's held calls.
+func expectCRIOReadyOnce(runtime string) {
+	GinkgoHelper()
+	r, err := report.Read(filepath.Join(reportDirOf(runtime), "report.json"))
+	Expect(err).NotTo(HaveOccurred())
+	// cnimgr.go pollUntilReady stops at the first success, so a CRI-O
+	// that was ready once stays ready with no network, and ocicni's
+	// networksAvailable fails the call (no restart: the watcher took
+	// the conf dir change up); the pass comes from a call that got as
+	// far as networkStart, after pinns, the shm and the infra container.
+	for _, id := range []string{"no-cni-config", "malformed-cni-config", "missing-plugin-binary"} {
+		Expect(r.Scenario(id).Error).To(ContainSubstring("no CNI configuration file in"), id)
+	}
+	// sandbox_network.go waitForCNIPlugin: restarted with no config (a
+	// node's boot), CRI-O holds every call, and resumes them once the
+	// config appears: they start their pods.
+	Expect(r.Scenario("late-cni-config").HeldCalls).To(Equal(&report.HeldCalls{Held: 4, Started: 4}))
+	Expect(r.Runtime.Details).To(HaveKey("host_adaptations"))
 }

@@ -1,0 +1,51 @@
+# The one reader of the managed runtime tables, hack/containerd-lines.txt and
+# hack/crio-lines.txt, for hack/deps.sh and hack/e2e-matrix.sh (sourced from
+# the repository's root). Each table is one family's release lines:
+#
+#   <family>-<major>.<minor>   v<major>.<minor>.<patch>  (or apt: containerd only,
+#                                                         Debian's package)
+#
+# managed_lines checks every row and prints "<name> <version> <cache>" for
+# each, containerd's lines first, then CRI-O's, each table in its order;
+# <cache> is the dir hack/deps.sh builds the line into under
+# $CNIFAULT_CACHE (<family>-<version>), or - where nothing is built (apt).
+# A bad row is one line on stderr naming the table's line, and status 2:
+# the values go into JSON, cache paths and commands unquoted.
+
+# shellcheck shell=bash
+
+RUNTIME_TABLES=(containerd:hack/containerd-lines.txt crio:hack/crio-lines.txt)
+
+managed_lines() {
+  local entry family table n name version extra line rows=0
+  local -A seen=()
+  for entry in "${RUNTIME_TABLES[@]}"; do
+    family=${entry%%:*} table=${entry#*:}
+    [[ -r $table ]] || { echo "hack/lines.sh: cannot read $table" >&2; return 2; }
+    n=0
+    while read -r name version extra; do
+      n=$((n + 1))
+      [[ -z $name || $name == \#* ]] && continue
+      if [[ ! $name =~ ^$family-([0-9]+\.[0-9]+)$ || -z $version || -n $extra ]]; then
+        echo "$table:$n: want $family-<major>.<minor> <v<major>.<minor>.<patch>$([[ $family == containerd ]] && echo '|apt')>" >&2
+        return 2
+      fi
+      line=${BASH_REMATCH[1]}
+      if [[ -n ${seen[$name]:-} ]]; then
+        echo "$table:$n: $name is listed again (first at line ${seen[$name]})" >&2
+        return 2
+      fi
+      seen[$name]=$n
+      if [[ $version == apt && $family == containerd ]]; then
+        echo "$name apt -"
+      elif [[ $version =~ ^v([0-9]+\.[0-9]+)\.[0-9]+$ && ${BASH_REMATCH[1]} == "$line" ]]; then
+        echo "$name $version $family-$version"
+      else
+        echo "$table:$n: $name's version $version is not $([[ $family == containerd ]] && echo 'apt or ')v$line.<patch>" >&2
+        return 2
+      fi
+      rows=$((rows + 1))
+    done <"$table"
+  done
+  ((rows)) || { echo "hack/lines.sh: the tables list no managed runtime" >&2; return 2; }
+}
