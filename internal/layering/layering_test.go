@@ -65,6 +65,8 @@ var allowed = map[string][]string{
 	// hack/deps.sh's containerd builder: the same Build bisect uses.
 	"cmd/cnifault-build": {"fixtures/containerd"},
 	"cmd/cnifault-bench": {"fixtures/report"},
+	// make image: the harness's own image, as the pause image is built.
+	"cmd/cnifault-image": {"fixtures/image"},
 	// The conformance suite knows runtimes only through fixtures/runtimes.
 	"suites/cni": {"cniconf", "fixtures/cli", "fixtures/verdict", "fixtures/scenario", "fixtures/runtimes", "fixtures/external",
 		"fixtures/inspect", "fixtures/host", "fixtures/cri", "fixtures/report"},
