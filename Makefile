@@ -2,6 +2,7 @@
 #   make e2e [RUNTIME=containerd-1.6|containerd-2.4|crio-1.36|/path/to/containerd/bin|/path/to/crio/bin]
 #   make matrix [RUNTIMES="containerd-1.6 crio-1.36 /path/to/containerd/bin"] [JOBS=N]
 #   make test
+#   make image   (the harness's OCI image archive, for the Sonobuoy plugin)
 # Both need root on Debian 12; `make deps` installs and builds what they use.
 
 RUNTIME ?= containerd-2.4
@@ -16,9 +17,10 @@ GINKGO_FLAGS ?=
 # A known-failures file for CI gating, e.g. KNOWN_FAILURES=hack/known-failures.yaml
 KNOWN_FAILURES ?=
 
-# Packages whose tests run in `make test`; the CNI suite itself runs through
+# Packages whose tests run in `make test` (hack/sonobuoy: the Sonobuoy plugin
+# definition read by Sonobuoy's own loader); the CNI suite itself runs through
 # the self-validation, which executes the compiled suite binary.
-UNIT_PKGS = ./cniconf/... ./fixtures/... ./cmd/... ./internal/...
+UNIT_PKGS = ./cniconf/... ./fixtures/... ./cmd/... ./internal/... ./hack/sonobuoy
 
 .PHONY: all deps build e2e matrix test unit selfvalidate vet clean verdict-table soak
 
@@ -43,7 +45,7 @@ $(BIN)/cnifault-pause: FORCE
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags=-s\ -w -o $@.$$$$.tmp ./cmd/cnifault-pause && $(INSTALL_BIN)
 
 $(BIN)/cni-fault: FORCE
-	CGO_ENABLED=0 $(GO) build -trimpath -o $@.$$$$.tmp ./cmd/cni-fault && $(INSTALL_BIN)
+	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -o $@.$$$$.tmp ./cmd/cni-fault && $(INSTALL_BIN)
 
 # runc stand-in for CRI-O on hosts that refuse to lower oom_score_adj.
 $(BIN)/cnifault-runc-wrapper: FORCE
@@ -55,9 +57,21 @@ $(BIN)/cnifault-nri: FORCE
 	CGO_ENABLED=0 $(GO) build -trimpath -o $@.$$$$.tmp ./cmd/cnifault-nri && $(INSTALL_BIN)
 
 # The cnifault binary is the CNI suite compiled, as critest is: it runs on a
-# node without a Go toolchain.
+# node without a Go toolchain. Static (CGO_ENABLED=0), so that it runs in
+# the harness image, which has no libc; -trimpath and -buildvcs=false keep
+# the build, and so the image's digest, the same for the same source.
 $(BIN)/cnifault: FORCE
-	$(GO) test -c -o $@.$$$$.tmp ./suites/cni && $(INSTALL_BIN)
+	CGO_ENABLED=0 $(GO) test -c -trimpath -buildvcs=false -o $@.$$$$.tmp ./suites/cni && $(INSTALL_BIN)
+
+# The harness's image (cnifault and cni-fault, fixtures/image HarnessSpec)
+# as an OCI image archive, built in Go without a registry or container
+# engine; prints its reference and digest, the same for the same binaries.
+# Load it with `ctr -n k8s.io images import`, or push it with
+# `skopeo copy oci-archive:_output/cnifault-image.oci.tar docker://REGISTRY/…`.
+IMAGE ?= $(OUT)/cnifault-image.oci.tar
+.PHONY: image
+image: $(BIN)/cni-fault $(BIN)/cnifault
+	$(GO) run ./cmd/cnifault-image --bin-dir $(BIN) --out $(IMAGE)
 
 # hack/gate.sh holds the suite's command line (also CI's gate, which needs
 # cnifault's own exit status, not make's). Both it and sh exec, so the suite

@@ -48,7 +48,10 @@ var allowed = map[string][]string{
 		"fixtures/host", "fixtures/cri", "fixtures/inspect"},
 	// cnifault bisect builds containerd tags itself (containerd.Build):
 	// no runtime is brought up by the command, only by the runs it starts.
-	"fixtures/cli": {"cniconf", "fixtures/runtimes", "fixtures/external", "fixtures/report", "fixtures/bisect", "fixtures/containerd"},
+	"fixtures/cli": {"cniconf", "fixtures/runtimes", "fixtures/external", "fixtures/report", "fixtures/bisect", "fixtures/containerd",
+		"fixtures/sonobuoy"},
+	// Sonobuoy's worker contract: a run's report dir handed over.
+	"fixtures/sonobuoy": {"fixtures/report"},
 	// The search over containerd's tags: it knows the report it reads, and
 	// the cnifault binary only as a program to run.
 	"fixtures/bisect": {"fixtures/report"},
@@ -66,6 +69,8 @@ var allowed = map[string][]string{
 	// hack/deps.sh's containerd builder: the same Build bisect uses.
 	"cmd/cnifault-build": {"fixtures/containerd"},
 	"cmd/cnifault-bench": {"fixtures/report"},
+	// make image: the harness's own image, as the pause image is built.
+	"cmd/cnifault-image": {"fixtures/image"},
 	// The conformance suite knows runtimes only through fixtures/runtimes.
 	"suites/cni": {"cniconf", "fixtures/cli", "fixtures/verdict", "fixtures/scenario", "fixtures/runtimes", "fixtures/external",
 		"fixtures/inspect", "fixtures/host", "fixtures/cri", "fixtures/report"},
