@@ -23,7 +23,10 @@ const (
 	modelTeardownRestart = modelTeardown + "; the runtime is killed and restarted after the first failed Stop"
 	modelStorm           = "kubelet starting many pods at once (a node boot, a rollout): RunPodSandbox of each at attempt 0 " +
 		"at the same time; once the fault clears, Stop and Remove of every failed sandbox, then RunPodSandbox of each at attempt 1"
-	modelSustained  = report.KubeletRetryModel + "; here each attempt follows the last one's Stop and Remove at once"
+	modelSustained     = report.KubeletRetryModel + "; here each attempt follows the last one's Stop and Remove at once"
+	modelPodBesideHang = "kubelet starting a second pod (RunPodSandbox at attempt 0, kubelet's 2 min deadline) while the " +
+		"first pod's RunPodSandbox hangs in ADD and a CNI agent rewrites its conflist; then Stop and Remove of what both " +
+		"calls left, as kubelet's next syncs do"
 	modelLateConfig = "a node boot: the runtime starts with no CNI config and RunPodSandbox comes at once, with " +
 		"kubelet's 2 min deadline (a call the runtime holds resumes when the config appears); then Stop and Remove of " +
 		"the early sandboxes, and RunPodSandbox of each pod at attempt 1"
@@ -40,6 +43,8 @@ func kubeletModel(labels []string) string {
 		return modelRestartAfterKill
 	case has("kubelet:node-boot"):
 		return modelLateConfig
+	case has("kubelet:pod-beside-hang"):
+		return modelPodBesideHang
 	case has(report.LabelTeardown):
 		return modelTeardown
 	case has(report.LabelStorm):
