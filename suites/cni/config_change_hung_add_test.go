@@ -49,7 +49,13 @@ var _ = Describe("RunPodSandbox beside a pod whose ADD hangs", func() {
 			first := sc.StartPodsAtOnce(ctx, scn.Within(criCallTimeout), 0, []int{0})
 
 			By("checking that its ADD hangs")
-			sc.ExpectFaultFired(ctx, scn.HangReach)
+			// Up to HangReach for a runtime to reach the plugin, but no
+			// longer than faultFiredTimeout once the call has ended: a call
+			// that failed before ADD (a missing sandbox image) never hangs.
+			quiet := NewGomega(func(string, ...int) {})
+			quiet.Eventually(func() bool { return sc.SeeFired(ctx) || first.done[0].Load() }).
+				WithContext(ctx).WithTimeout(scn.HangReach).WithPolling(pollInterval).Should(BeTrue())
+			sc.ExpectFaultFired(ctx, faultFiredTimeout)
 			hung, err := sc.hungPID(cniconf.VerbAdd)
 			Expect(err).NotTo(HaveOccurred(), "reading cni-fault's journal")
 			Expect(hung).To(BeNumerically(">", 0), "cni-fault's journal names no hung ADD")
@@ -75,7 +81,6 @@ var _ = Describe("RunPodSandbox beside a pod whose ADD hangs", func() {
 				defer close(done)
 				id, runErr = sc.RunPod(ctx, scn.Within(criCallTimeout), second)
 			}()
-			quiet := NewGomega(func(string, ...int) {})
 			inTime := quiet.Eventually(done).WithContext(ctx).WithTimeout(besideHangBound).WithPolling(pollInterval).Should(BeClosed())
 			// Whether the first pod's ADD still hung when the second call
 			// returned (or at the bound): a call that returned only once

@@ -84,7 +84,7 @@ func (sc *scenario) startDualStackHolder(ctx SpecContext, only6 string) {
 		if msg := err.Error(); strings.Contains(msg, only6) || strings.Contains(strings.ToLower(msg), "ipv6") {
 			Skip("the runtime could not start a dual-stack pod here: " + strings.Join(strings.Fields(msg), " "))
 		}
-		Expect(err).NotTo(HaveOccurred(), "a healthy dual-stack pod did not start")
+		Expect(err).NotTo(HaveOccurred(), "the pod did not start on a healthy network (the dual-stack pod that holds the IPv6 range's address)")
 	}
 	removeAfterSpec(id)
 	lease := filepath.Join(sc.Network.IPAMDataDir, sc.Network.Name, only6)
