@@ -116,7 +116,7 @@ var _ = Describe("RunPodSandbox beside a pod whose ADD hangs", func() {
 
 			sc.expectStartedAgain(ctx, runErr, "the second pod's start beside the hung ADD")
 			contract.Expect(inTime && stillHung).To(BeTrue(),
-				"the second pod's RunPodSandbox did not return within %s while the first pod's ADD hung after a conf-dir write (the runtime met the write: %s): %s",
+				"the second pod did not start within %s while the first pod's ADD still hung after a conf-dir write (the runtime met the write: %s): %s",
 				besideHangBound, met, held)
 			contract.Expect(left).To(BeClean())
 		}, SpecTimeout(scenarioTimeout))
