@@ -26,6 +26,10 @@ const (
 	modelSustained    = report.KubeletRetryModel + "; here each attempt follows the last one's Stop and Remove at once"
 	modelRetryRestart = "kubelet's RunPodSandbox of a pod on each sync until it starts (attempt 0 each time: no sandbox of " +
 		"the pod is listed), then the runtime is killed and restarted, then kubelet's Stop and Remove of the pod"
+
+	modelPodBesideHang = "kubelet starting a second pod (RunPodSandbox at attempt 0, kubelet's 2 min deadline) while the " +
+		"first pod's RunPodSandbox hangs in ADD and a CNI agent rewrites its conflist; then Stop and Remove of what both " +
+		"calls left, as kubelet's next syncs do"
 	modelLateConfig = "a node boot: the runtime starts with no CNI config and RunPodSandbox comes at once, with " +
 		"kubelet's 2 min deadline (a call the runtime holds resumes when the config appears); then Stop and Remove of " +
 		"the early sandboxes, and RunPodSandbox of each pod at attempt 1"
@@ -44,6 +48,8 @@ func kubeletModel(labels []string) string {
 		return modelRestartAfterKill
 	case has("kubelet:node-boot"):
 		return modelLateConfig
+	case has("kubelet:pod-beside-hang"):
+		return modelPodBesideHang
 	case has(report.LabelTeardown):
 		return modelTeardown
 	case has(report.LabelStorm):

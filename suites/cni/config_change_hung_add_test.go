@@ -1,0 +1,185 @@
+package cni_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/cnifault/cnifault/cniconf"
+	"github.com/cnifault/cnifault/fixtures/host"
+	"github.com/cnifault/cnifault/fixtures/runtimes"
+	scn "github.com/cnifault/cnifault/fixtures/scenario"
+)
+
+// besideHangBound is how long a healthy pod's RunPodSandbox may take while
+// another pod's ADD hangs: scn.HangReach, the bound the harness gives any
+// runtime to reach a plugin on a loaded 2-core node, far beyond the seconds
+// a whole healthy RunPodSandbox takes there (report.json's slowest_call
+// shows them). A call still running then is held behind the hung ADD, not
+// slow: the harness stops the hung plugin, as the first pod's own deadline
+// would, and the held call goes on within kubelet's deadline.
+const besideHangBound = scn.HangReach
+
+// A CNI agent rewrites its conflist (a DaemonSet's restart, an upgrade)
+// while one pod's ADD hangs. The runtime's reload must not hold every
+// other pod's network setup behind the hung ADD. A runtime that guards its
+// networks with a sync.RWMutex, ADD under the read lock and the reload
+// under the write lock, does: the reload waits for the hung ADD, and Go's
+// RWMutex lets no new reader past a waiting writer, so every later pod's
+// network setup waits with it (found on CRI-O while building
+// storm-add-hang: ocicni's syncNetworkConfig and forEachNetwork).
+var _ = Describe("RunPodSandbox beside a pod whose ADD hangs", func() {
+	var sc *scenario
+
+	When("the conf dir is rewritten while one pod's ADD hangs, and another pod starts", Scenario("config-change-during-hung-add"), Label("fault:hang", "kubelet:pod-beside-hang"), func() {
+		BeforeEach(func(ctx SpecContext) {
+			sc = newScenario(ctx)
+			By("installing bridge, then cni-fault (ADD: hang once for the first pod, then pass)")
+			sc.InstallFaultsFileNetwork(ctx, sc.Fault().On(cniconf.VerbAdd, cniconf.Hang().Times(1), cniconf.Pass()))
+			DeferCleanup(sc.stopHungPlugins)
+		}, NodeTimeout(scenarioSetupTimeout))
+
+		It("starts the other pod while the ADD hangs, then leaves nothing once the hung ADD is stopped", func(ctx SpecContext) {
+			By("starting the first pod, with kubelet's deadline")
+			first := sc.StartPodsAtOnce(ctx, scn.Within(criCallTimeout), 0, []int{0})
+
+			By("checking that its ADD hangs")
+			// Up to HangReach for a runtime to reach the plugin, but no
+			// longer than faultFiredTimeout once the call has ended: a call
+			// that failed before ADD (a missing sandbox image) never hangs.
+			quiet := NewGomega(func(string, ...int) {})
+			quiet.Eventually(func() bool { return sc.SeeFired(ctx) || first.done[0].Load() }).
+				WithContext(ctx).WithTimeout(scn.HangReach).WithPolling(pollInterval).Should(BeTrue())
+			sc.ExpectFaultFired(ctx, faultFiredTimeout)
+			hung, err := sc.hungPID(cniconf.VerbAdd)
+			Expect(err).NotTo(HaveOccurred(), "reading cni-fault's journal")
+			Expect(hung).To(BeNumerically(">", 0), "cni-fault's journal names no hung ADD")
+
+			By("rewriting the scenario's list in place, its IPv4 range moved to the subnet's upper half, as a CNI agent does")
+			marker := subnetAddress(sc.Network.Subnet, 128)
+			bridge := sc.Network.BridgePlugin()
+			bridge.IPAM.Ranges = [][]cniconf.Range{{{Subnet: sc.Network.Subnet, RangeStart: marker}}}
+			rewritten := cniconf.NewList(sc.Network.Name, bridge, sc.Fault())
+			Expect(sc.UseList(rewritten)).To(Succeed())
+			Expect(cniconf.ConfDir(rt.CNIConfDir()).WriteList(confFile, rewritten)).To(Succeed())
+			Expect(runtimes.NetworkConfigChanged(ctx, rt)).To(Succeed(), "the runtime did not take up the new config")
+			met := sc.awaitRewriteMet(ctx, rewritten.Name, marker)
+			GinkgoWriter.Printf("the runtime met the write: %s\n", met)
+
+			By(fmt.Sprintf("starting a second pod on the healthy network while the first pod's ADD hangs (bound %s)", besideHangBound))
+			second := sc.PodConfigOf(1, 0)
+			var id string
+			var runErr error
+			done := make(chan struct{})
+			go func() {
+				defer GinkgoRecover()
+				defer close(done)
+				id, runErr = sc.RunPod(ctx, scn.Within(criCallTimeout), second)
+			}()
+			inTime := quiet.Eventually(done).WithContext(ctx).WithTimeout(besideHangBound).WithPolling(pollInterval).Should(BeClosed())
+			// Whether the first pod's ADD still hung when the second call
+			// returned (or at the bound): a call that returned only once
+			// the hang ended was held by it, whatever ended it.
+			stillHung := host.Alive(hung)
+			var released time.Time
+			if !inTime {
+				By("stopping the hung ADD, as the first pod's own deadline would, and waiting for the second pod's call")
+				released = time.Now()
+				sc.stopHungPlugins()
+				Eventually(done).WithContext(ctx).WithTimeout(criCallTimeout).Should(BeClosed(), "the second pod's call outlived its deadline")
+			}
+			if id != "" {
+				removeAfterSpec(id)
+			}
+			held := sc.heldBehindHang(second.GetMetadata().GetUid(), released)
+
+			By("stopping the hung ADD and waiting for the first pod's call")
+			sc.stopHungPlugins()
+			first.Wait()
+
+			By("tearing down what both calls left, as kubelet does")
+			sc.kubeletRemovesFailedSandboxes(ctx)
+
+			// Inventoried before any verdict, so that the report holds what
+			// was left whichever part of the contract failed.
+			By("inventorying the instance within the settle window")
+			var left leakReport
+			quiet.Eventually(func() bool {
+				left = sc.Leaks(ctx)
+				return len(left.Leaks) == 0
+			}).WithContext(ctx).WithTimeout(hangSettleWindow).WithPolling(250 * time.Millisecond).Should(BeTrue())
+
+			sc.expectStartedAgain(ctx, runErr, "the second pod's start beside the hung ADD")
+			contract.Expect(inTime && stillHung).To(BeTrue(),
+				"the second pod did not start within %s while the first pod's ADD still hung after a conf-dir write (the runtime met the write: %s): %s",
+				besideHangBound, met, held)
+			contract.Expect(left).To(BeClean())
+		}, SpecTimeout(scenarioTimeout))
+	})
+})
+
+// awaitRewriteMet waits, as a harness step, until the runtime has met the
+// harness's rewrite of the list name, whose range starts at marker, and
+// says how: it holds the rewritten list (the marker shows in its CNI
+// config dump, where it gives one), its watcher's reload is in progress
+// (Reloading), or CRI Status does not answer within kubelet's period (its
+// network status waits for the same lock the reload does). Only then can a
+// second pod meet the reload rather than race it.
+func (sc *scenario) awaitRewriteMet(ctx SpecContext, name, marker string) string {
+	GinkgoHelper()
+	var met string
+	Eventually(func(g Gomega) {
+		cctx, cancel := context.WithTimeout(ctx, statusAnswerDeadline)
+		defer cancel()
+		st, err := runtimes.Network(cctx, rt)
+		if err != nil && cctx.Err() != nil && ctx.Err() == nil {
+			met = fmt.Sprintf("CRI Status did not answer within %s: its network status waits for the reload", statusAnswerDeadline)
+			return
+		}
+		g.Expect(err).NotTo(HaveOccurred())
+		switch {
+		case st.Reloading:
+			met = "its watcher met the write, and its reload has not ended"
+		case st.HoldsNetwork(name) && (st.CNIConfig == "" || strings.Contains(st.CNIConfig, marker)):
+			met = "it holds the rewritten list"
+		default:
+			g.Expect(st.HoldsNetwork(name)).To(BeTrue(), "the runtime has not met the rewrite: %s %v", st.CNIConfig, st.Networks)
+			g.Expect(st.CNIConfig).To(ContainSubstring(marker), "the runtime still holds the list from before the rewrite")
+		}
+	}).WithContext(ctx).WithTimeout(networkSettleTimeout).WithPolling(pollInterval).Should(Succeed(),
+		"the runtime did not meet the rewrite of network %q", name)
+	return met
+}
+
+// heldBehindHang says, for the failure message, where the second pod's ADD
+// (uid; cni-fault journals every pod's) stood against the hang's release
+// at released (zero: the harness did not release it).
+func (sc *scenario) heldBehindHang(uid string, released time.Time) string {
+	for _, e := range sc.journal() {
+		if e.PodUID != uid || e.Verb != cniconf.VerbAdd {
+			continue
+		}
+		if !released.IsZero() && e.Time.After(released) {
+			return fmt.Sprintf("its ADD reached cni-fault only %s after the harness stopped the hung ADD: its network setup was held behind it",
+				e.Time.Sub(released).Round(time.Millisecond))
+		}
+		return fmt.Sprintf("its ADD reached cni-fault at %s", e.Time.Format("15:04:05.000"))
+	}
+	return "its ADD never reached cni-fault"
+}
+
+// subnetAddress is the address numbered n in the IPv4 /24 subnet.
+func subnetAddress(subnet string, n byte) string {
+	GinkgoHelper()
+	_, s, err := net.ParseCIDR(subnet)
+	Expect(err).NotTo(HaveOccurred())
+	ip := make(net.IP, net.IPv4len)
+	copy(ip, s.IP.To4())
+	ip[3] = n
+	return ip.String()
+}
