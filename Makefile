@@ -120,7 +120,7 @@ unit:
 	CNIFAULT_REQUIRE=1 $(GO) test -count=1 $(UNIT_PKGS)
 
 # The bound is the package's: the matrix of every managed runtime (ten, two
-# at a time: about 8 minutes on 2 cores) is only part of it.
+# at a time: about 9.5 minutes on a loaded 2-core machine) is only part of it.
 selfvalidate:
 	CNIFAULT_REQUIRE=1 CNIFAULT_SUITE_BINARY=$(BIN)/cnifault $(GO) test -count=1 -timeout 40m ./suites/selfvalidation
 
