@@ -11,6 +11,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/cnifault/cnifault/cniconf"
+	"github.com/cnifault/cnifault/fixtures/report"
 	"github.com/cnifault/cnifault/fixtures/host"
 	"github.com/cnifault/cnifault/fixtures/runtimes"
 	scn "github.com/cnifault/cnifault/fixtures/scenario"
@@ -36,8 +37,15 @@ const besideHangBound = scn.HangReach
 var _ = Describe("RunPodSandbox beside a pod whose ADD hangs", func() {
 	var sc *scenario
 
-	When("the conf dir is rewritten while one pod's ADD hangs, and another pod starts", Scenario("config-change-during-hung-add"), Label("fault:hang", "kubelet:pod-beside-hang"), func() {
+	When("the conf dir is rewritten while one pod's ADD hangs, and another pod starts", Scenario("config-change-during-hung-add"), Label("fault:hang", "kubelet:pod-beside-hang", report.LabelManagedOnly), func() {
 		BeforeEach(func(ctx SpecContext) {
+			// Where the runtime guards its networks as the scenario
+			// suspects, every pod's network setup on the node waits for
+			// the hang, and on a node's own runtime those are other
+			// people's pods.
+			if _, managed := rt.(runtimes.Controllable); !managed {
+				Skip("on a node's own runtime, a reload held behind the hung ADD would hold the node's other pods' network setup too")
+			}
 			sc = newScenario(ctx)
 			By("installing bridge, then cni-fault (ADD: hang once for the first pod, then pass)")
 			sc.InstallFaultsFileNetwork(ctx, sc.Fault().On(cniconf.VerbAdd, cniconf.Hang().Times(1), cniconf.Pass()))
