@@ -11,8 +11,8 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/cnifault/cnifault/cniconf"
-	"github.com/cnifault/cnifault/fixtures/report"
 	"github.com/cnifault/cnifault/fixtures/host"
+	"github.com/cnifault/cnifault/fixtures/report"
 	"github.com/cnifault/cnifault/fixtures/runtimes"
 	scn "github.com/cnifault/cnifault/fixtures/scenario"
 )
