@@ -34,13 +34,18 @@ var _ = Describe("A CRI-O build that is none of the named runtimes", Label("any-
 		Expect(r.Report.Runtime.Name).To(Equal("cri-o"))
 		Expect(r.Report.Runtime.Version).To(Equal("1.34.0"))
 		Expect(r.Report.Runtime.Details).To(HaveKeyWithValue("crio_version", "1.34.0"))
-		Expect(r.Report.Scenarios).To(HaveLen(5), r.Output)
+		var ran []string
 		for _, s := range r.Report.Scenarios {
+			if s.Verdict == report.Skipped && s.Reason == "" {
+				continue // left out by the label filter
+			}
+			ran = append(ran, s.ID)
 			want, ok := expected[crio.Crio134][s.ID]
 			Expect(ok).To(BeTrue(), s.ID)
 			Expect(s.Verdict).To(Equal(want.verdict), "%s (%s)", s.ID, want.why)
 			Expect(report.LeakKinds(s.Leaks)).To(Equal(want.leaks), s.ID)
 		}
+		Expect(ran).To(ConsistOf("healthy-network", "late-cni-config", "malformed-cni-config", "missing-plugin-binary", "no-cni-config"), r.Output)
 		Expect(r.ExitCode).To(Equal(report.ExitPass), r.Output)
 	}, SpecTimeout(suiteRunTimeout))
 
