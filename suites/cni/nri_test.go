@@ -16,9 +16,9 @@ import (
 
 // nriRegisterTimeout bounds the wait for the runtime's NRI plugin to be
 // registered: the runtime launches it at start and registers it within its
-// plugin_registration_timeout (5 s by default in both runtimes), so this
-// only covers a loaded node's scheduling on top.
-const nriRegisterTimeout = 30 * time.Second
+// plugin_registration_timeout (30 s in every instance, fixtures/containerd
+// and fixtures/crio config), so this adds a loaded node's scheduling on top.
+const nriRegisterTimeout = 45 * time.Second
 
 // requireNRI skips the scenario where the runtime runs no NRI plugin of
 // the harness's, with the reason the runtime gave, and waits until the
