@@ -46,6 +46,7 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	repoRoot = filepath.Dir(strings.TrimSpace(string(out)))
 	Expect(suiteBinary()).To(BeAnExistingFile(), "build the suite first (make test does)")
+	forgetDeadInstanceRecords()
 	// Which runs are this self-validation's: their work dirs exist while
 	// they run, and the residue check counts only what they made.
 	sampling := time.NewTicker(250 * time.Millisecond)
