@@ -72,12 +72,14 @@ var _ = Describe("Running pods", func() {
 				Expect(ctl.Reboot(ctx)).To(Succeed(), "rebooting the instance")
 				after, err := inspect.Take(ctx, sc.RebootTarget())
 				Expect(err).NotTo(HaveOccurred(), "inventorying the instance after the reboot")
-				netnsDirs := rt.Inventory().NetNSDirs
-				sc.ExpectFault("the reboot to take every pod process, netns and mount, and the state dir, before the runtime starts again",
-					func(context.Context) (string, bool) { return scn.RebootSeen(before, after, netnsDirs) })
-				if why, ok := scn.RebootSeen(before, after, netnsDirs); !ok {
-					GinkgoWriter.Printf("the reboot did not take: %s\n", why)
+				// Read now, before the runtime starts again and lays out its
+				// state dir anew (CRI-O makes its netns pin dir at start).
+				seen, took := scn.RebootSeen(before, after, rt.Inventory().NetNSDirs)
+				if !took {
+					GinkgoWriter.Printf("the reboot did not take: %s\n", seen)
 				}
+				sc.ExpectFault("the reboot to take every pod process, netns and mount, and the state dir, before the runtime starts again",
+					func(context.Context) (string, bool) { return seen, took })
 
 				By("starting the runtime again")
 				logFrom := rt.LogSize()
