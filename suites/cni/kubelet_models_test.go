@@ -30,6 +30,8 @@ const (
 	modelPodBesideHang = "kubelet starting a second pod (RunPodSandbox at attempt 0, kubelet's 2 min deadline) while the " +
 		"first pod's RunPodSandbox hangs in ADD and a CNI agent rewrites its conflist; then Stop and Remove of what both " +
 		"calls left, as kubelet's next syncs do"
+	modelNodeReboot = "a node reboot with the pods running: once the runtime is up again, kubelet lists the old sandboxes " +
+		"and stops and removes each (StopPodSandbox, then RemovePodSandbox, on every sync for 2 s, each call within 2 min)"
 	modelLateConfig = "a node boot: the runtime starts with no CNI config and RunPodSandbox comes at once, with " +
 		"kubelet's 2 min deadline (a call the runtime holds resumes when the config appears); then Stop and Remove of " +
 		"the early sandboxes, and RunPodSandbox of each pod at attempt 1"
@@ -46,6 +48,8 @@ func kubeletModel(labels []string) string {
 		return modelRetryRestart
 	case has("kubelet:runtime-restart"):
 		return modelRestartAfterKill
+	case has("kubelet:node-reboot"):
+		return modelNodeReboot
 	case has("kubelet:node-boot"):
 		return modelLateConfig
 	case has("kubelet:pod-beside-hang"):
