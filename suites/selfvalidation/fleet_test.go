@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -24,6 +25,7 @@ import (
 	"github.com/cnifault/cnifault/fixtures/containerd"
 	"github.com/cnifault/cnifault/fixtures/daemon"
 	"github.com/cnifault/cnifault/fixtures/external"
+	"github.com/cnifault/cnifault/fixtures/host"
 	"github.com/cnifault/cnifault/fixtures/image"
 	"github.com/cnifault/cnifault/fixtures/report"
 	"github.com/cnifault/cnifault/fixtures/sonobuoy"
@@ -412,6 +414,19 @@ var _ = Describe("The Sonobuoy plugin's pod, simulated on one machine", Label("f
 		By("killing the container outright, as a pod deleted past its grace period")
 		_, err := podRuntime.CRI().Runtime.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: id, Timeout: 0})
 		Expect(err).NotTo(HaveOccurred())
+		// The run in the host's view is in the container's cgroup: the
+		// shim kills every process of a container without a PID
+		// namespace of its own once its first process is gone.
+		Eventually(func() []string {
+			table, _ := host.ReadProcTable()
+			var left []string
+			for _, p := range table {
+				if !p.Zombie() && slices.Contains(p.Argv, "--work-dir="+workRoot) {
+					left = append(left, fmt.Sprintf("%d %v", p.PID, p.Argv))
+				}
+			}
+			return left
+		}).WithContext(ctx).WithTimeout(30*time.Second).Should(BeEmpty(), "the container's processes, the run in the host's view among them, are killed")
 		Expect(external.FindRecords(workRoot)).To(HaveLen(1), "the killed run left its record")
 		Expect(filepath.Join(node.CNIBinDir(), external.FaultPluginName)).To(BeAnExistingFile(), "a killed run cannot remove its plugin")
 		Expect(filepath.Join(pod.resultsDir, sonobuoy.DoneFile)).NotTo(BeAnExistingFile())
