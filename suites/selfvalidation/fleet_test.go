@@ -50,8 +50,16 @@ import (
 // mount.
 
 // fleetScenarios are the few scenarios the simulated pod runs: a control,
-// a fault that containerd 2.4 passes and one it fails with leaks.
-var fleetScenarios = []string{"healthy-network", "add-error", "partial-add-del-fails"}
+// a fault that containerd 2.4 passes and one it fails with leaks, and one
+// whose ADD hangs for seconds, during which the killed variant kills the
+// container (killAt).
+var fleetScenarios = []string{"healthy-network", "add-error", "partial-add-del-fails", killAt}
+
+// killAt is the scenario during whose hung ADD the container is killed:
+// the hang (past a 3 s deadline) keeps the run in the middle of a
+// scenario, its conf dir set aside and its plugin installed, for longer
+// than the poll that sees it started takes.
+const killAt = "add-hang-deadline"
 
 func fleetLabelFilter() string {
 	var terms []string
@@ -413,16 +421,17 @@ var _ = Describe("The Sonobuoy plugin's pod, simulated on one machine", Label("f
 		pod := runPluginPod(ctx, podRuntime, "cnifault-plugin-killed")
 		id := pod.startPlugin(ctx, 0, nodeArgs()...)
 
-		By("waiting until the run has set the conf dir aside and started a scenario")
+		By("waiting until the run has set the conf dir aside and started " + killAt)
+		started := regexp.MustCompile(`RUN +` + killAt)
 		Eventually(func() error {
 			if st, code := pod.state(ctx, id); st == runtimeapi.ContainerState_CONTAINER_EXITED {
-				return StopTrying(fmt.Sprintf("the plugin exited (%d) before it started a scenario:\n%s", code, pod.log(0)))
+				return StopTrying(fmt.Sprintf("the plugin exited (%d) before it started %s:\n%s", code, killAt, pod.log(0)))
 			}
-			if !regexp.MustCompile(`RUN +\S+`).MatchString(pod.log(0)) || len(external.FindRecords(workRoot)) == 0 {
-				return errors.New("no scenario started yet")
+			if !started.MatchString(pod.log(0)) || len(external.FindRecords(workRoot)) == 0 {
+				return errors.New(killAt + " not started yet")
 			}
 			return nil
-		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(100 * time.Millisecond).Should(Succeed())
+		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(50 * time.Millisecond).Should(Succeed())
 
 		By("killing the container outright, as a pod deleted past its grace period")
 		_, err := podRuntime.CRI().Runtime.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: id, Timeout: 0})
