@@ -92,7 +92,9 @@ MATRIX_DIR ?= $(OUT)/matrix
 matrix: deps build
 	exec env CNIFAULT_GATE_PREPARED=1 RUNTIMES='$(RUNTIMES)' JOBS='$(JOBS)' MATRIX_DIR='$(MATRIX_DIR)' KNOWN_FAILURES='$(KNOWN_FAILURES)' bash hack/matrix.sh $(GINKGO_FLAGS)
 
-test: deps build vet unit selfvalidate
+# image: the self-validation runs it as the Sonobuoy plugin's pod would
+# (suites/selfvalidation/fleet_test.go).
+test: deps build image vet unit selfvalidate
 
 # The benchmark (not a timed test): the whole matrix of managed runtimes
 # with cached builds, one at a time and then side by side, and each

@@ -90,8 +90,10 @@ func TestPluginDefinition(t *testing.T) {
 	if want := "/" + image.HarnessBinDir + "/cnifault"; len(c.Command) != 1 || c.Command[0] != want {
 		t.Errorf("command %q, want the image's %s", c.Command, want)
 	}
-	if !slices.Contains(c.Args, "--sonobuoy") {
-		t.Errorf("args %q lack --sonobuoy", c.Args)
+	for _, a := range []string{"--sonobuoy", "--node", "--host-root=/host"} {
+		if !slices.Contains(c.Args, a) {
+			t.Errorf("args %q lack %s", c.Args, a)
+		}
 	}
 	if c.SecurityContext == nil || c.SecurityContext.Privileged == nil || !*c.SecurityContext.Privileged {
 		t.Errorf("not privileged: %+v", c.SecurityContext)
@@ -112,7 +114,7 @@ func TestPluginDefinition(t *testing.T) {
 	if m := mounts["results"]; m.MountPath != results {
 		t.Errorf("results mounted at %q, want %q", m.MountPath, results)
 	}
-	if m := mounts["root"]; m.MountPath != "/host" || m.ReadOnly {
+	if m := mounts["root"]; m.MountPath != "/host" {
 		t.Errorf("host root mount %+v", m)
 	}
 
