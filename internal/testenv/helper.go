@@ -74,9 +74,7 @@ func RequireGone(t *testing.T, workDir, stateDir, cgroupParent, bridge string) {
 		if ms, _ := host.MountsUnder(workDir, stateDir); len(ms) > 0 {
 			left = append(left, fmt.Sprintf("mounts %v", ms))
 		}
-		cgroups, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", cgroupParent))
-		cgroups = append(cgroups, filepath.Join("/sys/fs/cgroup", cgroupParent))
-		for _, p := range append([]string{workDir, stateDir, filepath.Join("/sys/class/net", bridge)}, cgroups...) {
+		for _, p := range append([]string{workDir, stateDir, filepath.Join("/sys/class/net", bridge)}, host.CgroupPaths(cgroupParent)...) {
 			if _, err := os.Lstat(p); err == nil {
 				left = append(left, p)
 			}

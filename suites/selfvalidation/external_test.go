@@ -26,6 +26,7 @@ import (
 	"github.com/cnifault/cnifault/fixtures/containerd"
 	"github.com/cnifault/cnifault/fixtures/daemon"
 	"github.com/cnifault/cnifault/fixtures/external"
+	"github.com/cnifault/cnifault/fixtures/host"
 	"github.com/cnifault/cnifault/fixtures/image"
 	"github.com/cnifault/cnifault/fixtures/report"
 	"github.com/cnifault/cnifault/fixtures/runtimes"
@@ -447,8 +448,7 @@ var _ = Describe("External endpoint mode", Label("external"), Ordered, func() {
 				_, err := netlink.LinkByName(l)
 				Expect(err).To(HaveOccurred(), "the run's link %s must be gone", l)
 			}
-			cgroups, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", rec.CgroupParent))
-			Expect(cgroups).To(BeEmpty(), "the run's cgroups must be gone")
+			Expect(host.CgroupPaths(rec.CgroupParent)).To(BeEmpty(), "the run's cgroups must be gone")
 
 			By("running cnifault restore again: nothing is left to do")
 			again, err := exec.CommandContext(rctx, suiteBinary(), "restore", "--work-dir", externalWorkRoot()).CombinedOutput()

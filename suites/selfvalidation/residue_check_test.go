@@ -151,7 +151,10 @@ var _ = Describe("The residue check", Serial, func() {
 				_ = syscall.Rmdir(stateRoot) // only if empty: other runs share it
 			})
 
-			cgroup := filepath.Join("/sys/fs/cgroup/pids", "cnifault-"+run+"-p9")
+			// In the layout's first hierarchy: /sys/fs/cgroup/pids on
+			// v1, /sys/fs/cgroup itself on v2.
+			Expect(host.Cgroups().Hierarchies).NotTo(BeEmpty(), "no cgroup hierarchy")
+			cgroup := filepath.Join(host.Cgroups().Hierarchies[0].Path, "cnifault-"+run+"-p9")
 			Expect(os.Mkdir(cgroup, 0o755)).To(Succeed())
 			DeferCleanup(syscall.Rmdir, cgroup)
 

@@ -209,8 +209,7 @@ func takeNodeState() *nodeState {
 			}
 		}
 	}
-	cgroups, _ := filepath.Glob("/sys/fs/cgroup/*/cnifault-*")
-	for _, c := range cgroups {
+	for _, c := range host.CgroupGlob("/cnifault-*") {
 		if own.owns(filepath.Base(c)) {
 			s.Files = append(s.Files, c)
 		}
