@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs what cnifault needs on a Debian 12 node, as root. Idempotent:
+# Installs what cnifault needs on a Debian or Ubuntu node (apt), as root. Idempotent:
 # each step checks before it acts, so re-running costs seconds.
 #
 #   hack/deps.sh                  everything: every managed runtime and the tests (make test)
@@ -255,6 +255,6 @@ if ((${#crio_tags[@]})); then
   for tag in "${crio_tags[@]}"; do built+=("CRI-O $tag"); done
 fi
 
-ready="runtimes: ${wanted[*]:-all}; Debian packages: ${apt_packages[*]}"
+ready="runtimes: ${wanted[*]:-all}; distribution packages: ${apt_packages[*]}"
 ((${#built[@]})) && ready+="; cached builds: $(IFS=,; echo "${built[*]}" | sed 's/,/, /g')"
 log "ready: $ready"
