@@ -3,7 +3,9 @@
 #   make matrix [RUNTIMES="containerd-1.6 crio-1.36 /path/to/containerd/bin"] [JOBS=N]
 #   make test
 #   make image   (the harness's OCI image archive, for the Sonobuoy plugin)
-# Both need root on Debian 12; `make deps` installs and builds what they use.
+# Both need root on a Debian or Ubuntu node (apt); `make deps` installs and
+# builds what they use: every managed runtime and runc from their Go modules
+# at pinned tags, the rest from the distribution (hack/programs.txt).
 
 RUNTIME ?= containerd-2.4
 GO      ?= go
@@ -128,14 +130,19 @@ bisect: build
 vet:
 	$(GO) vet ./...
 
-# Static checks: go vet, and actionlint (pinned as a tool in go.mod) on the
-# CI workflows. actionlint also runs shellcheck on `run:` scripts when
-# shellcheck is installed (apt-get install shellcheck); without it, that
-# check is skipped.
+# Static checks: go vet; actionlint (pinned as a tool in go.mod) on the CI
+# workflows; and the workflows' honesty (internal/deps): e2e.yml's jobs are
+# every line of the runtime tables, with no runtime or version of its own,
+# each running make deps and hack/gate.sh under hack/known-failures.yaml,
+# the file make test pins its verdicts from. actionlint also runs
+# shellcheck on `run:` scripts when shellcheck is installed (apt-get
+# install shellcheck); without it, that check is skipped. Needs neither
+# root nor a runtime.
 .PHONY: lint
 lint:
 	$(GO) vet ./...
 	$(GO) tool actionlint $(if $(shell command -v shellcheck),,-shellcheck=) .github/workflows/*.yml
+	$(GO) test -count=1 -run '^(TestRuntimeTablesAreWellFormed|TestE2E.*)$$' ./internal/deps
 
 unit:
 	CNIFAULT_REQUIRE=1 $(GO) test -count=1 $(UNIT_PKGS)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs what cnifault needs on a Debian 12 node, as root. Idempotent:
+# Installs what cnifault needs on a Debian or Ubuntu node (apt), as root. Idempotent:
 # each step checks before it acts, so re-running costs seconds.
 #
 #   hack/deps.sh                  everything: every managed runtime and the tests (make test)
@@ -9,15 +9,23 @@
 #                                 pinns), or a family (containerd, crio: what any of its
 #                                 runtimes needs, nothing built)
 #   hack/deps.sh --list [RUNTIME...]   print the Debian packages and builds chosen, change nothing
+#   hack/deps.sh --versions [RUNTIME...]
+#                                 print the version found of each Debian package chosen, and
+#                                 exit 2 with one line if one is missing or older than its min;
+#                                 install nothing
 #
 # What is installed comes from hack/programs.txt, the one list of every
-# program cnifault, its tests, its runtimes and their plugins execute.
+# program cnifault, its tests, its runtimes and their plugins execute, with
+# the oldest version of each distribution package (min). Every managed
+# runtime and the one runc they all run are built from their Go modules at
+# pinned tags; no runtime comes from the distribution.
 #
 # Built artefacts that take minutes are cached outside the clone, keyed by
 # version, so a fresh CI clone on the same node reuses them:
 #   $CNIFAULT_CACHE/containerd-<tag>/bin    each managed containerd line built from its
 #                                           module (cmd/cnifault-build, inside a copy of the
 #                                           module's own source tree)
+#   $CNIFAULT_CACHE/runc-<tag>/runc         the pinned runc (programs.txt's build:runc@<tag>)
 #   $CNIFAULT_CACHE/cni-plugins-<ver>/      reference CNI plugins from go.mod's pin
 #   $CNIFAULT_CACHE/crio-<tag>/bin          each managed CRI-O line's crio and pinns
 #                                           (hack/build-crio.sh)
@@ -33,8 +41,8 @@ OUT="${OUTPUT_DIR:-_output}"
 log() { printf '[deps] %s\n' "$*"; }
 die() { echo "hack/deps.sh: $*" >&2; exit 2; }
 
-# The managed lines of every family: name and tag ("apt" for Debian's
-# package), from the tables' one reader.
+# The managed lines of every family: name and tag, from the tables' one
+# reader.
 # shellcheck source=hack/lines.sh
 source hack/lines.sh
 rows=$(managed_lines) || exit 2
@@ -45,8 +53,11 @@ while read -r name tag _; do
   LINES+=("$name")
 done <<<"$rows"
 
-list=0
-if [[ ${1:-} == --list ]]; then list=1; shift; fi
+list=0 versions_only=0
+case ${1:-} in
+  --list) list=1; shift ;;
+  --versions) versions_only=1; shift ;;
+esac
 # A runtime given as a bin dir is the build it holds: it needs what every
 # runtime of its family needs, and nothing is built for it. A dir holding
 # neither build is refused here, before anything is installed.
@@ -68,16 +79,17 @@ for r in "$@"; do
   esac
 done
 
-# chosen prints the sources (apt:<pkg>, build:<what>, project, go) that the
-# wanted runtimes need, one a line, each once; with none wanted, every source
-# but the node's own (needed: node).
+# chosen prints the sources (apt:<pkg>, build:<what>[@<tag>], project, go)
+# that the wanted runtimes need, one a line, each once, an apt: source with
+# its min ("apt:<pkg> <min>", - for any); with none wanted, every source but
+# the node's own (needed: node).
 chosen() {
-  local n=0 program source needed runby extra tag w ok
+  local n=0 program source needed runby min extra tag w ok
   local -A seen=()
-  while read -r program source needed runby extra; do
+  while read -r program source needed runby min extra; do
     n=$((n + 1))
     [[ -z $program || $program == \#* ]] && continue
-    [[ -n $runby && -z $extra ]] || die "hack/programs.txt:$n: want 4 columns"
+    [[ -n $min && -z $extra ]] || die "hack/programs.txt:$n: want 5 columns (program source needed run-by min)"
     # The node's own: external mode uses it where the node has it.
     [[ $needed == node ]] && continue
     ok=$(( ${#wanted[@]} == 0 ))
@@ -88,13 +100,40 @@ chosen() {
     done
     if ((ok)) && [[ -z ${seen[$source]:-} ]]; then
       seen[$source]=1
-      echo "$source"
+      if [[ $source == apt:* ]]; then echo "$source $min"; else echo "$source"; fi
     fi
   done <hack/programs.txt
 }
 sources=$(chosen)
-apt_packages=($(sed -n 's/^apt://p' <<<"$sources"))
-needs_build() { grep -qx "build:$1" <<<"$sources"; }
+apt_packages=($(sed -n 's/^apt:\([^ ]*\).*/\1/p' <<<"$sources"))
+declare -A APT_MIN=()
+while read -r pkg min; do
+  [[ -n $pkg ]] && APT_MIN[$pkg]=$min
+done < <(sed -n 's/^apt://p' <<<"$sources")
+needs_build() { grep -q "^build:$1\(@.*\)\?$" <<<"$sources"; }
+# The pinned runc's tag (build:runc@<tag>), where the runs need it.
+runc_tag=$(sed -n 's/^build:runc@//p' <<<"$sources")
+if needs_build runc && [[ ! $runc_tag =~ ^v[0-9]+\.[0-9]+\.[0-9]+$ ]]; then
+  die "hack/programs.txt: runc's source must be build:runc@v<major>.<minor>.<patch>"
+fi
+
+# check_versions prints the version found of each Debian package chosen,
+# one a line, and stops with one line at a package that is missing or
+# older than its min: a verdict on an older tool than the pins were
+# verified with (or than a documented requirement) is not trusted.
+check_versions() {
+  local pkg found min
+  command -v dpkg-query >/dev/null || die "dpkg-query not found: cnifault's deps are Debian packages (apt)"
+  for pkg in "${apt_packages[@]}"; do
+    found=$(dpkg-query -W -f='${Status} ${Version}' "$pkg" 2>/dev/null | sed -n 's/^install ok installed //p')
+    min=${APT_MIN[$pkg]:--}
+    [[ -n $found ]] || die "$pkg is not installed (run make deps)"
+    if [[ $min != - ]] && ! dpkg --compare-versions "$found" ge "$min"; then
+      die "$pkg $found is older than $min, the oldest cnifault accepts (hack/programs.txt)"
+    fi
+    log "found $pkg $found$([[ $min != - ]] && echo " (>= $min)")"
+  done
+}
 
 # The tags of a family to build: those of its wanted lines, or of every
 # line when no runtime is named.
@@ -104,7 +143,6 @@ tags_of() {
   for line in "${LINES[@]}"; do
     [[ $line == "$family"-* ]] || continue
     tag=${LINE_TAG[$line]}
-    [[ $tag == apt ]] && continue
     if ((${#wanted[@]} == 0)) || [[ " ${wanted[*]} " == *" $line "* ]]; then
       echo "$tag"
     fi
@@ -119,6 +157,11 @@ if ((list)); then
   for tag in "${containerd_tags[@]}"; do builds+="containerd@$tag "; done
   for tag in "${crio_tags[@]}"; do builds+="crio@$tag "; done
   echo "build: ${builds% }"
+  exit 0
+fi
+
+if ((versions_only)); then
+  check_versions
   exit 0
 fi
 
@@ -141,13 +184,34 @@ if ((${#missing[@]})); then
   # apt's own lock may be held by another installer on the node: wait for it.
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
     -o DPkg::Lock::Timeout=300 "${missing[@]}" >/dev/null
-  # Debian's postinst may start the packaged containerd where systemd runs;
-  # cnifault never uses or stops it: every instance has its own socket and dirs.
 fi
+check_versions
 
 command -v go >/dev/null || die "go is required (Go 1.26 or newer)"
 
 built=()
+# The pinned runc, from its module: cgo (runc's nsenter is C) with the
+# seccomp tag, as runc's own Makefile builds it but for libpathrs (an
+# optional Rust library no distribution we run packages; without it runc
+# uses its own Go code). `go install <module>@<tag>` is enough: runc's
+# go.mod has no replace or exclude directives.
+if needs_build runc; then
+  runc_dir="$CACHE/runc-$runc_tag"
+  if [[ ! -x $runc_dir/runc ]]; then
+    log "building runc $runc_tag from its Go module (cgo, seccomp; about a minute)"
+    rm -rf "$runc_dir.tmp" && mkdir -p "$runc_dir.tmp"
+    if ! (cd / && env -u GOFLAGS GOWORK=off CGO_ENABLED=1 GOBIN="$runc_dir.tmp" \
+      go install -trimpath -buildmode=pie -tags "seccomp urfave_cli_no_docs" \
+      -ldflags "-X main.version=${runc_tag#v}" "github.com/opencontainers/runc@$runc_tag"); then
+      die "building runc $runc_tag failed (it needs gcc, libc6-dev, libseccomp-dev and pkg-config)"
+    fi
+    rm -rf "$runc_dir" && mv "$runc_dir.tmp" "$runc_dir"
+  fi
+  runc_says=$("$runc_dir/runc" --version) || die "$runc_dir/runc does not run"
+  [[ $runc_says == "runc version ${runc_tag#v}"* ]] || die "$runc_dir/runc says \"${runc_says%%$'\n'*}\", not runc version ${runc_tag#v}"
+  built+=("runc $runc_tag ($(sed -n 's/^libseccomp: /libseccomp /p' <<<"$runc_says"))")
+fi
+
 # Reference CNI plugins, from the plugins module pinned in go.mod.
 if needs_build cni-plugins; then
   plugins_version=$(go list -m -f '{{.Version}}' github.com/containernetworking/plugins)
@@ -191,6 +255,6 @@ if ((${#crio_tags[@]})); then
   for tag in "${crio_tags[@]}"; do built+=("CRI-O $tag"); done
 fi
 
-ready="runtimes: ${wanted[*]:-all}; Debian packages: ${apt_packages[*]}"
+ready="runtimes: ${wanted[*]:-all}; distribution packages: ${apt_packages[*]}"
 ((${#built[@]})) && ready+="; cached builds: $(IFS=,; echo "${built[*]}" | sed 's/,/, /g')"
 log "ready: $ready"

@@ -5,13 +5,15 @@
 #
 #   include=[{"runtime":"containerd-1.7","version":"v1.7.35","cache":"containerd-v1.7.35"},...]
 #   cni-plugins=v1.10.0
+#   runc=v1.5.3
 #
 # Every version is read where hack/deps.sh takes it from (the runtime
 # tables hack/containerd-lines.txt and hack/crio-lines.txt, through the one
-# reader hack/lines.sh, and go.mod's plugins pin), so the workflow repeats
-# none of them: a line added to a table is a job, and a new version is a new
-# cache key, never a stale build. `cache` is the runtime's dir under
-# $CNIFAULT_CACHE, empty for a Debian package (nothing is built for it).
+# reader hack/lines.sh, go.mod's plugins pin, and hack/programs.txt's runc
+# pin), so the workflow repeats none of them: a line added to a table is a
+# job, and a new version is a new cache key, never a stale build. `cache` is
+# the runtime's build dir under $CNIFAULT_CACHE; every job also builds the
+# pinned runc, cached in runc-<version>.
 # Needs no root; changes nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,7 +28,6 @@ rows=$(managed_lines) || exit 2
 
 include=()
 while read -r name version cache; do
-  [[ $cache == - ]] && cache=""
   include+=("{\"runtime\":\"$name\",\"version\":\"$version\",\"cache\":\"$cache\"}")
 done <<<"$rows"
 
@@ -34,5 +35,10 @@ done <<<"$rows"
 plugins_version=$(go list -m -f '{{.Version}}' github.com/containernetworking/plugins)
 [[ -n $plugins_version ]] || die "go.mod pins no github.com/containernetworking/plugins"
 
+# The same row hack/deps.sh builds runc from.
+runc_version=$(awk '$1 == "runc" && $2 ~ /^build:runc@/ { sub(/^build:runc@/, "", $2); print $2 }' hack/programs.txt)
+[[ $runc_version =~ ^v[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "hack/programs.txt has no runc row build:runc@v<major>.<minor>.<patch>"
+
 echo "include=[$(IFS=,; echo "${include[*]}")]"
 echo "cni-plugins=$plugins_version"
+echo "runc=$runc_version"

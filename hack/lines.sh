@@ -2,13 +2,13 @@
 # hack/crio-lines.txt, for hack/deps.sh and hack/e2e-matrix.sh (sourced from
 # the repository's root). Each table is one family's release lines:
 #
-#   <family>-<major>.<minor>   v<major>.<minor>.<patch>  (or apt: containerd only,
-#                                                         Debian's package)
+#   <family>-<major>.<minor>   v<major>.<minor>.<patch>
 #
 # managed_lines checks every row and prints "<name> <version> <cache>" for
 # each, containerd's lines first, then CRI-O's, each table in its order;
 # <cache> is the dir hack/deps.sh builds the line into under
-# $CNIFAULT_CACHE (<family>-<version>), or - where nothing is built (apt).
+# $CNIFAULT_CACHE (<family>-<version>). Every line is built from its module:
+# none is a distribution's package.
 # A bad row is one line on stderr naming the table's line, and status 2:
 # the values go into JSON, cache paths and commands unquoted.
 
@@ -27,7 +27,7 @@ managed_lines() {
       n=$((n + 1))
       [[ -z $name || $name == \#* ]] && continue
       if [[ ! $name =~ ^$family-([0-9]+\.[0-9]+)$ || -z $version || -n $extra ]]; then
-        echo "$table:$n: want $family-<major>.<minor> <v<major>.<minor>.<patch>$([[ $family == containerd ]] && echo '|apt')>" >&2
+        echo "$table:$n: want $family-<major>.<minor> v<major>.<minor>.<patch>" >&2
         return 2
       fi
       line=${BASH_REMATCH[1]}
@@ -36,12 +36,10 @@ managed_lines() {
         return 2
       fi
       seen[$name]=$n
-      if [[ $version == apt && $family == containerd ]]; then
-        echo "$name apt -"
-      elif [[ $version =~ ^v([0-9]+\.[0-9]+)\.[0-9]+$ && ${BASH_REMATCH[1]} == "$line" ]]; then
+      if [[ $version =~ ^v([0-9]+\.[0-9]+)\.[0-9]+$ && ${BASH_REMATCH[1]} == "$line" ]]; then
         echo "$name $version $family-$version"
       else
-        echo "$table:$n: $name's version $version is not $([[ $family == containerd ]] && echo 'apt or ')v$line.<patch>" >&2
+        echo "$table:$n: $name's version $version is not v$line.<patch>" >&2
         return 2
       fi
       rows=$((rows + 1))

@@ -14,6 +14,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/cnifault/cnifault/fixtures/daemon"
 	"github.com/cnifault/cnifault/internal/testenv"
 )
 
@@ -24,7 +25,7 @@ import (
 // a workflow that takes its matrix from the script and repeats no version.
 
 type runtimeLine struct {
-	name, version string // containerd-1.7, v1.7.35 or apt (containerd only)
+	name, version string // containerd-1.7, v1.7.35
 	line          int
 }
 
@@ -36,7 +37,8 @@ var families = []string{"containerd", "crio"}
 
 // tableLines reads hack/<family>-lines.txt, failing the test on any row
 // that is not `<family>-<major>.<minor> v<major>.<minor>.<patch>` of one
-// line (or apt: containerd's, Debian's package).
+// line: every managed runtime is built from its module, none is a
+// distribution's package.
 func tableLines(t *testing.T, family string) []runtimeLine {
 	t.Helper()
 	table := "hack/" + family + "-lines.txt"
@@ -65,8 +67,7 @@ func tableLines(t *testing.T, family string) []runtimeLine {
 			t.Errorf("%s:%d: name %q is not %s-<major>.<minor>", table, n, name, family)
 			continue
 		}
-		apt := version == "apt" && family == "containerd"
-		if v := lineVersion.FindStringSubmatch(version); !apt && (v == nil || v[1] != m[1]) {
+		if v := lineVersion.FindStringSubmatch(version); v == nil || v[1] != m[1] {
 			t.Errorf("%s:%d: %s's version %q is not v%s.<patch>", table, n, name, version, m[1])
 		}
 		if prev, dup := seen[name]; dup {
@@ -134,11 +135,7 @@ func TestE2EMatrixIsEveryManagedRuntime(t *testing.T) {
 	var want []matrixEntry
 	for _, family := range families {
 		for _, l := range tableLines(t, family) {
-			e := matrixEntry{Runtime: l.name, Version: l.version}
-			if l.version != "apt" {
-				e.Cache = family + "-" + l.version
-			}
-			want = append(want, e)
+			want = append(want, matrixEntry{Runtime: l.name, Version: l.version, Cache: family + "-" + l.version})
 		}
 	}
 	if !slices.Equal(got, want) {
@@ -147,6 +144,9 @@ func TestE2EMatrixIsEveryManagedRuntime(t *testing.T) {
 	if !regexp.MustCompile(`^v\d+\.\d+\.\d+$`).MatchString(outputs["cni-plugins"]) {
 		t.Errorf("hack/e2e-matrix.sh: cni-plugins=%q, want go.mod's plugins version", outputs["cni-plugins"])
 	}
+	if outputs["runc"] != daemon.RuncVersion {
+		t.Errorf("hack/e2e-matrix.sh: runc=%q, want the pinned %s", outputs["runc"], daemon.RuncVersion)
+	}
 }
 
 // A bad row stops the script, naming its line, before any job is started
@@ -154,13 +154,13 @@ func TestE2EMatrixIsEveryManagedRuntime(t *testing.T) {
 func TestE2EMatrixRejectsABadRow(t *testing.T) {
 	root := testenv.RepoRoot(t)
 	scripts := map[string][]byte{}
-	for _, f := range []string{"e2e-matrix.sh", "lines.sh"} {
+	for _, f := range []string{"e2e-matrix.sh", "lines.sh", "programs.txt"} {
 		var err error
 		if scripts[f], err = os.ReadFile(filepath.Join(root, "hack", f)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	good := map[string]string{"containerd": "containerd-1.6 apt\n", "crio": "crio-1.34 v1.34.0\n"}
+	good := map[string]string{"containerd": "containerd-1.6 v1.6.38\n", "crio": "crio-1.34 v1.34.0\n"}
 	for _, c := range []struct{ family, row string }{
 		{"containerd", "containerd-1.7"},             // no version
 		{"containerd", "containerd-1.7 v1.8.0"},      // another line's release
@@ -168,7 +168,8 @@ func TestE2EMatrixRejectsABadRow(t *testing.T) {
 		{"containerd", "containerd-17 v1.7.35"},      // not <major>.<minor>
 		{"containerd", "crio-1.34 v1.34.0"},          // not a containerd line
 		{"containerd", "containerd-1.7 v1.7.35 old"}, // a third column
-		{"containerd", "containerd-1.6 apt"},         // listed twice
+		{"containerd", "containerd-1.6 v1.6.38"},     // listed twice
+		{"containerd", "containerd-1.7 apt"},         // no line is a distribution's package
 		{"crio", "crio-1.35 apt"},                    // CRI-O is never a package
 		{"crio", "crio-1.35 v1.36.3"},                // another line's release
 		{"crio", "containerd-1.7 v1.7.35"},           // not a CRI-O line
@@ -199,18 +200,21 @@ func TestE2EMatrixRejectsABadRow(t *testing.T) {
 }
 
 type workflowStep struct {
-	ID   string         `yaml:"id"`
-	If   string         `yaml:"if"`
-	Uses string         `yaml:"uses"`
-	Run  string         `yaml:"run"`
-	With map[string]any `yaml:"with"`
+	ID              string            `yaml:"id"`
+	If              string            `yaml:"if"`
+	Uses            string            `yaml:"uses"`
+	Run             string            `yaml:"run"`
+	With            map[string]any    `yaml:"with"`
+	Env             map[string]string `yaml:"env"`
+	ContinueOnError any               `yaml:"continue-on-error"`
 }
 
 type workflowJob struct {
-	Needs    any               `yaml:"needs"` // a job id or a list of them
-	If       string            `yaml:"if"`
-	Outputs  map[string]string `yaml:"outputs"`
-	Strategy struct {
+	Needs           any               `yaml:"needs"` // a job id or a list of them
+	ContinueOnError any               `yaml:"continue-on-error"`
+	If              string            `yaml:"if"`
+	Outputs         map[string]string `yaml:"outputs"`
+	Strategy        struct {
 		Matrix map[string]any `yaml:"matrix"`
 	} `yaml:"strategy"`
 	Steps []workflowStep `yaml:"steps"`
@@ -254,11 +258,10 @@ func TestE2EWorkflowTakesItsMatrixFromTheTable(t *testing.T) {
 	versions := map[string]string{} // version without v -> where it belongs
 	for _, family := range families {
 		for _, l := range tableLines(t, family) {
-			if l.version != "apt" {
-				versions[strings.TrimPrefix(l.version, "v")] = "hack/" + family + "-lines.txt"
-			}
+			versions[strings.TrimPrefix(l.version, "v")] = "hack/" + family + "-lines.txt"
 		}
 	}
+	versions[strings.TrimPrefix(daemon.RuncVersion, "v")] = "hack/programs.txt (runc)"
 	for v, home := range versions {
 		if strings.Contains(text, v) {
 			t.Errorf("e2e.yml writes the version %s: it belongs in %s only", v, home)
@@ -323,8 +326,8 @@ func TestE2EWorkflowTakesItsMatrixFromTheTable(t *testing.T) {
 		}
 		restored[path] = true
 	}
-	if len(restored) < 2 {
-		t.Errorf("e2e restores %d builds, want the runtime's and the CNI plugins'", len(restored))
+	if len(restored) < 3 {
+		t.Errorf("e2e restores %d builds, want the runtime's, the pinned runc's and the CNI plugins'", len(restored))
 	}
 
 	// The verdict matrix is assembled from every report, also when some
@@ -340,5 +343,65 @@ func TestE2EWorkflowTakesItsMatrixFromTheTable(t *testing.T) {
 	}
 	if !assembled {
 		t.Error("no job that needs e2e with if: always() runs cnifault compare")
+	}
+}
+
+// Each e2e job runs what `make test` pins, the way a node runs it: `make
+// deps` for its runtime (the pinned builds; no distribution runtime is
+// installed by the workflow itself), then hack/gate.sh, make e2e's gate,
+// under hack/known-failures.yaml, the file the self-validation pins every
+// managed runtime's verdicts from; nothing lets the gate's status pass
+// unread, and nothing in the workflow is particular to one distribution.
+func TestE2EWorkflowRunsTheGateMakeTestPins(t *testing.T) {
+	root := testenv.RepoRoot(t)
+	raw, err := os.ReadFile(filepath.Join(root, ".github", "workflows", "e2e.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wf struct {
+		Jobs map[string]workflowJob `yaml:"jobs"`
+	}
+	if err := yaml.Unmarshal(raw, &wf); err != nil {
+		t.Fatal(err)
+	}
+	if m := regexp.MustCompile(`(?i)debian|ubuntu-only|apt-get|apt install`).FindString(string(raw)); m != "" {
+		t.Errorf("e2e.yml says %q: the managed set is built from pinned modules on any distribution, and make deps installs the rest", m)
+	}
+	e2e := wf.Jobs["e2e"]
+	if e2e.ContinueOnError != nil {
+		t.Errorf("the e2e job sets continue-on-error: %v", e2e.ContinueOnError)
+	}
+	deps, gate := -1, -1
+	for i, s := range e2e.Steps {
+		if s.ContinueOnError != nil {
+			t.Errorf("e2e step %q sets continue-on-error: %v", s.Run+s.Uses, s.ContinueOnError)
+		}
+		run := s.Run
+		for k, v := range s.Env {
+			run = strings.ReplaceAll(run, "$"+k, v)
+		}
+		if regexp.MustCompile(`\bmake deps RUNTIME="?\$\{\{ matrix\.runtime \}\}"?`).MatchString(run) {
+			deps = i
+		}
+		if strings.Contains(run, "hack/gate.sh") {
+			gate = i
+			if !regexp.MustCompile(`\bKNOWN_FAILURES=hack/known-failures\.yaml\b`).MatchString(run) ||
+				!regexp.MustCompile(`\bRUNTIME="?\$\{\{ matrix\.runtime \}\}"?`).MatchString(run) {
+				t.Errorf("e2e runs %q: want hack/gate.sh on the job's runtime with KNOWN_FAILURES=hack/known-failures.yaml", s.Run)
+			}
+			if s.If != "" {
+				t.Errorf("the gate step runs only if %s", s.If)
+			}
+		}
+	}
+	if deps < 0 || gate < 0 || deps > gate {
+		t.Errorf("e2e's steps: make deps for the job's runtime at %d, hack/gate.sh at %d: want both, deps first", deps, gate)
+	}
+	raw, err = os.ReadFile(filepath.Join(root, "suites", "selfvalidation", "verdicts_test.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(raw), `"../../hack/known-failures.yaml"`) {
+		t.Error("the self-validation no longer pins its verdicts from hack/known-failures.yaml: the gate's expectations would not be make test's")
 	}
 }

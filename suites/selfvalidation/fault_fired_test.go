@@ -53,7 +53,7 @@ var _ = Describe("A fault scenario whose fault never fires", Label("fault-fired"
 		// (pkg/cri/server/sandbox_run.go), before any netns or CNI; 2.x
 		// does so in the controller's Start, after the network is set up.
 		pid := os.Getpid()
-		binDir, _, err := containerd.ResolveBinDir(containerd.Containerd16, "")
+		binDir, _, err := containerd.ResolveBinDir(containerd.Containerd16, containerd.DefaultCacheDir())
 		Expect(err).NotTo(HaveOccurred())
 		node, err := containerd.Start(ctx, containerd.Options{
 			Options: daemon.Options{

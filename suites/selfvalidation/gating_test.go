@@ -252,8 +252,8 @@ func combinedExit(cmd *exec.Cmd) (int, string) {
 var _ = Describe("CI's gate command", Label("gating"), func() {
 	When("a scenario fails", func() {
 		It("exits 1, cnifault's status, not make's 2", func(ctx SpecContext) {
-			// no-cni-config fails on containerd 1.6.20 (a sandbox and a netns leak).
-			code, out := runGate(ctx, "containerd-1.6", "gate-fail", "-ginkgo.label-filter=scenario:no-cni-config")
+			// no-cni-config fails on containerd 1.7.35 (a sandbox and a netns leak).
+			code, out := runGate(ctx, "containerd-1.7", "gate-fail", "-ginkgo.label-filter=scenario:no-cni-config")
 			Expect(code).To(Equal(report.ExitFail), out)
 			r, err := report.Read(filepath.Join(repoRoot, "_output", "reports", "gate-fail", "report.json"))
 			Expect(err).NotTo(HaveOccurred(), out)

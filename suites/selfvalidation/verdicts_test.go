@@ -156,7 +156,7 @@ func sameReclaim(want string) OmegaMatcher {
 // managedRuntimes are every managed runtime, in the README matrix's order,
 // with the version each must report.
 var managedRuntimes = []struct{ name, version string }{
-	{"containerd-1.6", "1.6.20"}, {"containerd-1.7", "1.7.35"}, {"containerd-2.0", "2.0.14"},
+	{"containerd-1.6", "1.6.38"}, {"containerd-1.7", "1.7.35"}, {"containerd-2.0", "2.0.14"},
 	{"containerd-2.1", "2.1.9"}, {"containerd-2.2", "2.2.9"}, {"containerd-2.3", "2.3.7"},
 	{"containerd-2.4", "2.4.2"}, {"crio-1.34", "1.34.0"}, {"crio-1.35", "1.35.2"}, {"crio-1.36", "1.36.3"},
 }
@@ -305,12 +305,15 @@ var _ = Describe("cnifault", Ordered, ContinueOnFailure, func() {
 		describeRuntime(m, rt.name, rt.version, report.ExitFail)
 	}
 
-	It("reports no-cni-config's error and stuck reclaim on 1.6 with the runtime's words", func() {
-		r, err := report.Read(filepath.Join(reportDirOf("containerd-1.6"), "report.json"))
+	It("reports a failed RunPodSandbox and a stuck reclaim in the runtime's words", func() {
+		// 1.7 keeps no-cni-config's sandbox (go-cni's error), and its Stop
+		// of cni-cache-corrupt's pod fails on libcni's DEL for good.
+		r, err := report.Read(filepath.Join(reportDirOf("containerd-1.7"), "report.json"))
 		Expect(err).NotTo(HaveOccurred())
-		s := r.Scenario("no-cni-config")
-		Expect(s.Error).To(ContainSubstring("cni plugin not initialized"))
-		Expect(s.ReclaimError).To(ContainSubstring("cni plugin not initialized"))
+		Expect(r.Scenario("no-cni-config").Error).To(ContainSubstring("cni plugin not initialized"))
+		s := r.Scenario("cni-cache-corrupt")
+		Expect(s.Reclaim).To(Equal(report.ReclaimStuck))
+		Expect(s.ReclaimError).To(ContainSubstring("cached result"))
 	})
 
 	It("reports that CRI-O, ready once, failed the config-fault calls at once, and resumed the calls it held at boot", func() {
