@@ -2,6 +2,7 @@ package cni_test
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -34,14 +35,23 @@ var _ = Describe("RunPodSandbox", func() {
 			sc.takeBaseline(ctx)
 			sc.RunStarted = time.Now()
 			done := make(chan error, 1)
+			var returned atomic.Bool
 			go func() {
 				defer GinkgoRecover()
 				cctx, cancel := context.WithTimeout(ctx, criCallTimeout)
 				defer cancel()
 				_, err := rt.CRI().RunPodSandbox(cctx, sc.PodConfig())
+				returned.Store(true)
 				done <- err
 			}()
-			sc.ExpectFaultFired(ctx, criCallTimeout)
+			// Up to kubelet's deadline for the runtime to reach the plugin,
+			// but no longer than faultFiredTimeout once the call has ended:
+			// a call that failed before ADD (a missing sandbox image) never
+			// hangs.
+			quiet := NewGomega(func(string, ...int) {})
+			quiet.Eventually(func() bool { return sc.SeeFired(ctx) || returned.Load() }).
+				WithContext(ctx).WithTimeout(criCallTimeout).WithPolling(pollInterval).Should(BeTrue())
+			sc.ExpectFaultFired(ctx, faultFiredTimeout)
 
 			By("killing the runtime by its PID while ADD hangs")
 			Expect(ctl.Crash(ctx)).To(Succeed())

@@ -220,6 +220,7 @@ func startManaged(ctx context.Context, instance string) (runtimes.Runtime, error
 		PauseBinary:  absPath(tc.PauseBinary),
 		RuncWrapper:  absPath(tc.RuncWrapper),
 		NRIPlugin:    nriPlugin(),
+		SandboxImage: tc.TestSandboxImage,
 		Log:          GinkgoWriter,
 	})
 }

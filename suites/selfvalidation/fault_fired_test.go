@@ -26,11 +26,13 @@ var neverFiresFamilies = []string{"fault:add", "fault:partial", "fault:config", 
 
 // neverFiresIDs are the catalog's scenarios of those families that an
 // external run does not skip. The managed-only ones cannot run against
-// the external endpoint this run uses; node-reboot (fault:reboot), whose
-// fault is the harness's own reboot of the instance rather than a
-// plugin's answer, is an error whenever the reboot did not take
-// (scenario.RebootSeen), proven in fixtures/scenario's TestRebootSeen on
-// inventories where each thing a reboot must take survives it.
+// the external endpoint this run uses: the managed run of the spec below
+// proves theirs (neverFiresManagedIDs), node-reboot (fault:reboot) among
+// them. Its fault is the harness's own reboot of the instance rather than
+// a plugin's answer: that run proves it an error when its pods never
+// started; fixtures/scenario's TestRebootSeen proves it an error whenever
+// the reboot did not take (scenario.RebootSeen), on inventories where
+// each thing a reboot must take survives it.
 func neverFiresIDs() []string {
 	var ids []string
 	for _, row := range catalogRows() {
@@ -40,6 +42,42 @@ func neverFiresIDs() []string {
 	}
 	return ids
 }
+
+// neverFiresManagedIDs are the catalog's fault scenarios that only a
+// managed run runs (managed-only, and a fault family): the NRI, runc,
+// reboot, runtime-kill and bin-dir faults among them.
+func neverFiresManagedIDs() []string {
+	var ids []string
+	for _, row := range catalogRows() {
+		if row.has(report.LabelManagedOnly) && slices.ContainsFunc(row.labels, isFaultFamily) {
+			ids = append(ids, row.id)
+		}
+	}
+	return ids
+}
+
+func isFaultFamily(label string) bool { return strings.HasPrefix(label, "fault:") }
+
+// startsPodFirst tells the scenarios whose fault meets a pod that started
+// on a healthy network (a teardown fault, a reboot under running pods):
+// where no pod starts, the pod that never started is their error.
+func startsPodFirst(s report.Scenario) bool {
+	return s.Has(report.LabelControl) || s.Has(report.LabelTeardown) || s.Has("fault:reboot")
+}
+
+// neverFiresManagedRuntime is the managed runtime of the managed
+// never-fires run. containerd 1.7 ensures the sandbox image first thing
+// in RunPodSandbox (pkg/cri/server/sandbox_run.go at v1.7.35), before the
+// netns, CNI, NRI and runc, and it runs NRI plugins; 1.6 runs none (its
+// NRI scenarios skip), and 2.x sets the pod's network up before its
+// sandbox controller ensures the image (internal/cri/server/sandbox_run.go
+// at v2.4.2), so a CNI fault would fire there.
+const neverFiresManagedRuntime = "containerd-1.7"
+
+// testSandboxImageEnv is fixtures/cli's TestSandboxImageEnv (which this
+// package may not import): the sandbox image a managed containerd's config
+// names in place of the pause image the harness imports.
+const testSandboxImageEnv = "CNIFAULT_TEST_SANDBOX_IMAGE"
 
 // A runtime whose RunPodSandbox fails before it ever reaches CNI (here: its
 // sandbox image is gone, as with a mistyped --sandbox-image) fails every
@@ -104,7 +142,7 @@ var _ = Describe("A fault scenario whose fault never fires", Label("fault-fired"
 			}
 			ran = append(ran, s.ID)
 			Expect(s.Verdict).To(Equal(report.Error), "%s: %+v", s.ID, s)
-			if s.Has(report.LabelControl) || s.Has(report.LabelTeardown) || s.Has("fault:dual-stack") {
+			if startsPodFirst(s) || s.Has("fault:dual-stack") {
 				// A live pod's faults break a pod that never started; a
 				// full dual-stack range is full only once a healthy pod
 				// holds its address.
@@ -119,5 +157,42 @@ var _ = Describe("A fault scenario whose fault never fires", Label("fault-fired"
 		// on the sandbox image, not the config.
 		Expect(ran).To(ConsistOf(neverFiresIDs()))
 		Expect(r.NodeUnusable).NotTo(BeEmpty(), "the control did not run: nothing says the node is unusable")
+	}, SpecTimeout(suiteRunTimeout+nodeRuntimeTimeout))
+
+	// The managed-only faults (NRI's rejections, runc's, the reboot, the
+	// runtime killed mid-ADD, the bin dir changed under a pod) are the
+	// harness's own doing on a runtime it controls, which an external run
+	// skips: the same proof needs a managed runtime whose config names a
+	// sandbox image it does not have.
+	It("is an error on a managed runtime too, for the faults only a managed run injects", func(ctx SpecContext) {
+		By("running every managed-only fault scenario on a managed " + neverFiresManagedRuntime + " whose config names a sandbox image it does not have")
+		reportDir := filepath.Join(repoRoot, "_output", "reports", "fault-never-fires-managed")
+		Expect(os.RemoveAll(reportDir)).To(Succeed())
+		cmd := suiteCommand(ctx, neverFiresManagedRuntime, reportDir, filepath.Join(repoRoot, "_output", "work-fault-never-fires-managed"),
+			"-ginkgo.label-filter="+report.LabelManagedOnly+" && /^fault:/")
+		cmd.Env = append(os.Environ(), testSandboxImageEnv+"=localhost/cnifault/absent:v1")
+		out, _ := cmd.CombinedOutput()
+		GinkgoWriter.Printf("%s\n", out)
+		Expect(cmd.ProcessState.ExitCode()).To(Equal(report.ExitHarness), "%s", out)
+		r, err := report.Read(filepath.Join(reportDir, "report.json"))
+		Expect(err).NotTo(HaveOccurred(), "%s", out)
+		Expect(r.Runtime.Managed).To(Equal(neverFiresManagedRuntime))
+
+		By("finding every scenario an error that names the fault that never fired, or the pod that never started")
+		var ran []string
+		for _, s := range r.Scenarios {
+			if s.Verdict == report.Skipped {
+				continue
+			}
+			ran = append(ran, s.ID)
+			Expect(s.Verdict).To(Equal(report.Error), "%s: %+v", s.ID, s)
+			if startsPodFirst(s) {
+				Expect(s.Failure).To(ContainSubstring("the pod did not start on a healthy network"), s.ID)
+			} else {
+				Expect(s.Failure).To(ContainSubstring("the injected fault never fired"), s.ID)
+				Expect(s.FaultsFired).To(BeEmpty(), s.ID)
+			}
+		}
+		Expect(ran).To(ConsistOf(neverFiresManagedIDs()))
 	}, SpecTimeout(suiteRunTimeout+nodeRuntimeTimeout))
 })
