@@ -179,7 +179,7 @@ func TestDepsChoosesWhatTheRuntimeNeeds(t *testing.T) {
 // chose, and refuses one older than its min in one line, status 2: here
 // bash, which every run needs, against a min no bash has.
 func TestDepsRefusesAPackageOlderThanItsMin(t *testing.T) {
-	testenv.Require(t, "dpkg-query")
+	testenv.RequirePrograms(t, "dpkg-query")
 	root := testenv.RepoRoot(t)
 	out, err := exec.Command("bash", filepath.Join(root, "hack", "deps.sh"), "--versions", "containerd-2.4").CombinedOutput()
 	if err != nil {

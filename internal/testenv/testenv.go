@@ -17,6 +17,7 @@ import (
 // missing), unless CNIFAULT_REQUIRE is set, as `make test` sets it: there a
 // missing prerequisite fails, because a test that silently skips proves
 // nothing.
+// Paths are files; a program found through PATH is RequirePrograms'.
 func Require(tb testing.TB, paths ...string) {
 	tb.Helper()
 	why := ""
@@ -28,6 +29,29 @@ func Require(tb testing.TB, paths ...string) {
 			why = fmt.Sprintf("needs %s (run make deps build)", p)
 		}
 	}
+	requireOr(tb, why)
+}
+
+// RequirePrograms is Require for programs looked up in PATH, as the code
+// under test runs them.
+func RequirePrograms(tb testing.TB, programs ...string) {
+	tb.Helper()
+	why := ""
+	if os.Geteuid() != 0 {
+		why = "needs root"
+	}
+	for _, p := range programs {
+		if _, err := exec.LookPath(p); err != nil {
+			why = fmt.Sprintf("needs %s in PATH (run make deps)", p)
+		}
+	}
+	requireOr(tb, why)
+}
+
+// requireOr skips or, under CNIFAULT_REQUIRE, fails for why; an empty why
+// lets the test run.
+func requireOr(tb testing.TB, why string) {
+	tb.Helper()
 	if why == "" {
 		return
 	}
