@@ -23,10 +23,12 @@ const rebootPods = 3
 
 // rebootCleanupWindow is how long a runtime's own cleanup after a reboot
 // (beside kubelet's Stop and Remove) gets to finish before the inventory
-// is judged: a few CNI DELs, and the retries of a cleaner that met a
-// network not yet loaded, on a loaded 2-core node. A poll: a runtime that
-// cleaned up is judged at once.
-const rebootCleanupWindow = 15 * time.Second
+// is judged: the bound CRI-O itself gives one sandbox's network stop
+// (server/sandbox_network.go networkStop: "give a network stop call 1
+// minutes"), which a loaded 2-core node may need, never less. A poll: a
+// runtime that cleaned up is judged at once (0.5 s here, idle), so only a
+// runtime that leaks waits it out.
+const rebootCleanupWindow = time.Minute
 
 // The node reboots with pods running (a kernel upgrade, a power cut): every
 // process of the runtime and its pods dies, every mount goes and the
