@@ -85,3 +85,16 @@ func RequireGone(t *testing.T, workDir, stateDir, cgroupParent, bridge string) {
 		return nil
 	})
 }
+
+// FilesUnder lists every file (not a dir) below root: what a dir that
+// should be empty but for its layout still holds.
+func FilesUnder(root string) []string {
+	var files []string
+	_ = filepath.Walk(root, func(p string, info os.FileInfo, err error) error {
+		if err == nil && !info.IsDir() {
+			files = append(files, p)
+		}
+		return nil
+	})
+	return files
+}
