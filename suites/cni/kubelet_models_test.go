@@ -10,7 +10,7 @@ import (
 // "kubelet"): the calls, in kubelet's order, compressed in time.
 const (
 	modelFirstAttempt = "kubelet's first RunPodSandbox of a pod (attempt 0); the reclaim then stops and removes " +
-		"every sandbox the failed call left, as kubelet's next syncs do (every 500 ms for 2 s), with the fault in place"
+		"every sandbox the failed call left, as kubelet's next syncs do (every 250 ms for 2 s, at least twice), with the fault in place"
 	modelRestartAfterKill = "kubelet's RunPodSandbox while the runtime is killed; once it restarts, kubelet's Stop and Remove " +
 		"of every sandbox the dead call left"
 	modelStatus = "kubelet's runtime Status poll (every 5 s), whose NetworkReady gates new pods, and a pod's life " +
@@ -19,7 +19,7 @@ const (
 	// The teardown window and interval are teardownWindow and
 	// teardownInterval; the deadline teardownCallTimeout.
 	modelTeardown = "kubelet deleting a running pod: StopPodSandbox, then RemovePodSandbox, on every sync " +
-		"(every 250 ms for 2 s, each call within 2 s), while the fault persists and again once it clears"
+		"(every 250 ms for 2 s and at least twice, each call within 2 s), while the fault persists and again once it clears"
 	modelTeardownRestart = modelTeardown + "; the runtime is killed and restarted after the first failed Stop"
 	modelStorm           = "kubelet starting many pods at once (a node boot, a rollout): RunPodSandbox of each at attempt 0 " +
 		"at the same time; once the fault clears, Stop and Remove of every failed sandbox, then RunPodSandbox of each at attempt 1"
@@ -31,7 +31,7 @@ const (
 		"first pod's RunPodSandbox hangs in ADD and a CNI agent rewrites its conflist; then Stop and Remove of what both " +
 		"calls left, as kubelet's next syncs do"
 	modelNodeReboot = "a node reboot with the pods running: once the runtime is up again, kubelet lists the old sandboxes " +
-		"and stops and removes each (StopPodSandbox, then RemovePodSandbox, on every sync for 2 s, each call within 2 min)"
+		"and stops and removes each (StopPodSandbox, then RemovePodSandbox, on every sync for 2 s and at least twice, each call within 2 min)"
 	modelLateConfig = "a node boot: the runtime starts with no CNI config and RunPodSandbox comes at once, with " +
 		"kubelet's 2 min deadline (a call the runtime holds resumes when the config appears); then Stop and Remove of " +
 		"the early sandboxes, and RunPodSandbox of each pod at attempt 1"

@@ -113,7 +113,7 @@ var _ = Describe("Running pods", func() {
 
 // kubeletTeardownAll is kubelet's teardown of every sandbox of the
 // scenario the runtime lists (StopPodSandbox, then RemovePodSandbox, each
-// within kubelet's deadline, on every sync for teardownWindow), and
+// within kubelet's deadline, on kubelet's syncs: kubeletSyncs), and
 // whether none is listed in the end. A runtime that lists none after the
 // reboot has nothing for kubelet to stop: what the pods held must be gone
 // already.
@@ -133,8 +133,7 @@ func (sc *scenario) kubeletTeardownAll(ctx SpecContext) bool {
 		return ids
 	}
 	GinkgoWriter.Printf("sandboxes listed after the reboot: %v\n", listed())
-	quiet := NewGomega(func(string, ...int) {})
-	return quiet.Eventually(func() bool {
+	return kubeletSyncs(ctx, teardownWindow, func() bool {
 		for _, id := range listed() {
 			for _, call := range []struct {
 				name string
@@ -154,5 +153,5 @@ func (sc *scenario) kubeletTeardownAll(ctx SpecContext) bool {
 		return err == nil && !slices.ContainsFunc(pods, func(p *runtimeapi.PodSandbox) bool {
 			return slices.Contains(sc.PodUIDs(), p.GetMetadata().GetUid())
 		})
-	}).WithContext(ctx).WithTimeout(teardownWindow).WithPolling(teardownInterval).Should(BeTrue())
+	})
 }

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
-	. "github.com/onsi/gomega"
 
 	"github.com/cnifault/cnifault/fixtures/report"
 	scn "github.com/cnifault/cnifault/fixtures/scenario"
@@ -96,15 +95,15 @@ func failed(errs []error) int {
 
 // kubeletRemovesFailedSandboxes stops and removes every sandbox the
 // scenario's failed calls left, as kubelet's next syncs do, retrying for
-// teardownWindow while the runtime still lists one.
+// teardownWindow (and at least teardownMinRounds syncs) while the runtime
+// still lists one.
 func (sc *scenario) kubeletRemovesFailedSandboxes(ctx SpecContext) {
-	quiet := NewGomega(func(string, ...int) {})
-	quiet.Eventually(func() int {
+	kubeletSyncs(ctx, teardownWindow, func() bool {
 		if err := sc.StopAndRemoveLeftovers(ctx); err != nil {
 			GinkgoWriter.Printf("kubelet's teardown: %v\n", err)
 		}
-		return sc.ReclaimSandboxes
-	}).WithContext(ctx).WithTimeout(teardownWindow).WithPolling(teardownInterval).Should(BeZero())
+		return sc.ReclaimSandboxes == 0
+	})
 }
 
 // leakCounts counts what the scenario left now, by kind (the settling

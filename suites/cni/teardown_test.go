@@ -18,8 +18,9 @@ import (
 )
 
 // Kubelet's teardown, compressed in time: it retries StopPodSandbox, then
-// RemovePodSandbox, on every sync; the harness gives it teardownWindow,
-// once while the fault persists and once after it cleared. Each call has
+// RemovePodSandbox, on every sync; the harness gives it teardownWindow and
+// at least teardownMinRounds syncs, once while the fault persists and once
+// after it cleared. Each call has
 // kubelet's own client deadline (criCallTimeout): a Stop that a loaded
 // machine makes slow is still the runtime's answer, and a round still in
 // flight when the window ends finishes before it is judged. Only where DEL
@@ -266,14 +267,38 @@ func itTearsDownAndLeavesNothing(current func() *scenario, tc teardownCase) {
 	}, SpecTimeout(timeout))
 }
 
-// kubeletTeardown retries StopPodSandbox and then RemovePodSandbox for
-// window, as kubelet's syncs would, each call within d, and reports whether
-// the runtime no longer lists the pod.
+// kubeletTeardown retries StopPodSandbox and then RemovePodSandbox on
+// kubelet's syncs for window (kubeletSyncs), each call within d, and
+// reports whether the runtime no longer lists the pod.
 func (sc *scenario) kubeletTeardown(ctx SpecContext, id string, window time.Duration, d scn.Deadline) bool {
-	quiet := NewGomega(func(string, ...int) {})
-	return quiet.Eventually(func() bool { return sc.kubeletTeardownOnce(ctx, id, d) }).
-		WithContext(ctx).WithTimeout(window).WithPolling(teardownInterval).Should(BeTrue())
+	return kubeletSyncs(ctx, window, func() bool { return sc.kubeletTeardownOnce(ctx, id, d) })
 }
+
+// teardownMinRounds is how many of kubelet's syncs a window holds however
+// long each takes. A window counted in time alone is one round where a
+// loaded machine makes one Stop outlast it, and a fault that fails only
+// the first Stop (teardown-del-error-once) would then meet no second one:
+// the verdict would follow the machine's load, not the runtime.
+const teardownMinRounds = 2
+
+// kubeletSyncs runs round on each of kubelet's syncs, teardownInterval
+// apart, until it reports done, or until at least teardownMinRounds rounds
+// have run and window has passed; a round in flight when the window ends
+// finishes first. It reports whether a round reported done.
+func kubeletSyncs(ctx SpecContext, window time.Duration, round func() bool) bool {
+	start, rounds, done := time.Now(), 0, false
+	quiet := NewGomega(func(string, ...int) {})
+	quiet.Eventually(func() bool {
+		rounds++
+		done = round()
+		return done || (rounds >= teardownMinRounds && time.Since(start) >= window)
+	}).WithContext(ctx).WithTimeout(window + teardownRoundsBound).WithPolling(teardownInterval).Should(BeTrue())
+	return done
+}
+
+// teardownRoundsBound bounds the minimum rounds of a window: each a Stop
+// and a Remove within kubelet's deadline.
+const teardownRoundsBound = teardownMinRounds * (2*criCallTimeout + teardownInterval)
 
 // kubeletTeardownOnce is one sync's StopPodSandbox and RemovePodSandbox,
 // each within d: whether the runtime no longer lists the pod after them.
