@@ -20,10 +20,9 @@ var _ = Describe("cnifault bisect", Label("bisect"), func() {
 	When("both ends of the range behave alike", func() {
 		It("runs the scenario on the two ends only and says there was no change", func(ctx SpecContext) {
 			reportDir := filepath.Join(repoRoot, "_output", "reports", "bisect")
-			cmd := exec.CommandContext(ctx, suiteBinary(), append([]string{"bisect", "--scenario", "runtime-killed-mid-add",
+			cmd := harnessCommand(ctx, append([]string{"bisect", "--scenario", "runtime-killed-mid-add",
 				"--good", "v2.3.7", "--bad", "v2.4.2", "--report-dir", reportDir},
 				runFlags(filepath.Join(repoRoot, "_output", "work"))...)...)
-			cmd.Dir = repoRoot
 			out, err := cmd.CombinedOutput()
 			GinkgoWriter.Printf("%s\n", out)
 			var exit *exec.ExitError

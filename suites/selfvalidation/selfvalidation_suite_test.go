@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -117,7 +118,23 @@ func suiteCommand(ctx context.Context, runtime, reportDir, workDir string, extra
 		args = append(args, "--runtime", runtime)
 	}
 	args = append(append(append(args, "--report-dir", reportDir), runFlags(workDir)...), extra...)
+	return harnessCommand(ctx, args...)
+}
+
+// harnessCommand is the suite binary run with args from the repo root. A
+// spec that runs out of time interrupts it as a user does (SIGTERM, which
+// a run, a matrix and a bisect answer by tearing down what they made) and
+// gives it harnessTeardownGrace before killing it: killed outright, its
+// runs' instances would leave their hung plugins behind on the node.
+func harnessCommand(ctx context.Context, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, suiteBinary(), args...)
 	cmd.Dir = repoRoot
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = harnessTeardownGrace
 	return cmd
 }
+
+// harnessTeardownGrace is how long an interrupted harness command may take
+// to tear down: a CRI-O instance may wait out its resource store's release
+// (2.5 min) before its cgroup goes.
+const harnessTeardownGrace = 4 * time.Minute
