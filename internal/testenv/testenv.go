@@ -20,29 +20,27 @@ import (
 // Paths are files; a program found through PATH is RequirePrograms'.
 func Require(tb testing.TB, paths ...string) {
 	tb.Helper()
-	why := ""
-	if os.Geteuid() != 0 {
-		why = "needs root"
-	}
-	for _, p := range paths {
-		if _, err := os.Stat(p); err != nil {
-			why = fmt.Sprintf("needs %s (run make deps build)", p)
-		}
-	}
-	requireOr(tb, why)
+	requireEach(tb, paths, func(p string) error { _, err := os.Stat(p); return err }, "needs %s (run make deps build)")
 }
 
 // RequirePrograms is Require for programs looked up in PATH, as the code
 // under test runs them.
 func RequirePrograms(tb testing.TB, programs ...string) {
 	tb.Helper()
+	requireEach(tb, programs, func(p string) error { _, err := exec.LookPath(p); return err }, "needs %s in PATH (run make deps)")
+}
+
+// requireEach needs root and every item that present finds (missing: a
+// format naming it).
+func requireEach(tb testing.TB, items []string, present func(string) error, missing string) {
+	tb.Helper()
 	why := ""
 	if os.Geteuid() != 0 {
 		why = "needs root"
 	}
-	for _, p := range programs {
-		if _, err := exec.LookPath(p); err != nil {
-			why = fmt.Sprintf("needs %s in PATH (run make deps)", p)
+	for _, it := range items {
+		if present(it) != nil {
+			why = fmt.Sprintf(missing, it)
 		}
 	}
 	requireOr(tb, why)
