@@ -18,7 +18,6 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	"golang.org/x/sys/unix"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"sigs.k8s.io/yaml"
 
@@ -30,6 +29,7 @@ import (
 	"github.com/cnifault/cnifault/fixtures/image"
 	"github.com/cnifault/cnifault/fixtures/report"
 	"github.com/cnifault/cnifault/fixtures/sonobuoy"
+	"github.com/cnifault/cnifault/internal/testenv"
 )
 
 // The simulated DaemonSet: what Sonobuoy's plugin pod does on a node
@@ -330,7 +330,7 @@ var _ = Describe("The Sonobuoy plugin's pod, simulated on one machine", Label("f
 	}
 
 	BeforeAll(func(ctx SpecContext) {
-		if chrooted() {
+		if testenv.Chrooted(GinkgoT()) {
 			Skip("this self-validation runs chrooted (as ../shared/tools/fresh-debian runs CI): node mode enters the node runtime's mount namespace, and setns moves it to that namespace's own root, outside the chroot the node's runtime runs in, so the simulated pod could never find the node's view here")
 		}
 		archive := filepath.Join(repoRoot, "_output", "cnifault-image.oci.tar")
@@ -469,18 +469,3 @@ var _ = Describe("The Sonobuoy plugin's pod, simulated on one machine", Label("f
 		checkNodeAsItWas(ctx)
 	}, SpecTimeout(suiteRunTimeout+4*time.Minute))
 })
-
-// chrooted reports whether this process runs chrooted: a program started
-// in this process's own mount namespace, which setns(2) moves to the
-// namespace's root, then has another root than this process.
-func chrooted() bool {
-	GinkgoHelper()
-	cmd := exec.Command("/bin/sh", "-c", "stat -c %d:%i /")
-	var out strings.Builder
-	cmd.Stdout = &out
-	Expect(host.StartInMountNS(os.Getpid(), cmd)).To(Succeed())
-	Expect(cmd.Wait()).To(Succeed())
-	var st unix.Stat_t
-	Expect(unix.Stat("/", &st)).To(Succeed())
-	return strings.TrimSpace(out.String()) != fmt.Sprintf("%d:%d", st.Dev, st.Ino)
-}
