@@ -134,10 +134,13 @@ var _ = Describe("RunPodSandbox beside a pod whose ADD hangs", func() {
 // awaitRewriteMet waits, as a harness step, until the runtime has met the
 // harness's rewrite of the list name, whose range starts at marker, and
 // says how: it holds the rewritten list (the marker shows in its CNI
-// config dump, where it gives one), its watcher's reload is in progress
-// (Reloading), or CRI Status does not answer within kubelet's period (its
-// network status waits for the same lock the reload does). Only then can a
-// second pod meet the reload rather than race it.
+// config dump, where it gives one), its watcher's reload has read the conf
+// dir and has not ended (ReloadRead), or CRI Status does not answer within
+// kubelet's period (its network status waits for the same lock the reload
+// does). Only then can a second pod meet the reload rather than race it. A
+// reload still reading is not enough: ocicni runs every plugin's VERSION
+// before it asks for its write lock, and a pod that takes the read lock
+// first is not held (it passed so on a loaded crio-1.36).
 func (sc *scenario) awaitRewriteMet(ctx SpecContext, name, marker string) string {
 	GinkgoHelper()
 	var met string
@@ -151,8 +154,10 @@ func (sc *scenario) awaitRewriteMet(ctx SpecContext, name, marker string) string
 		}
 		g.Expect(err).NotTo(HaveOccurred())
 		switch {
+		case st.ReloadRead:
+			met = "its watcher met the write, and its reload read the conf dir and has not ended"
 		case st.Reloading:
-			met = "its watcher met the write, and its reload has not ended"
+			g.Expect(st.ReloadRead).To(BeTrue(), "the runtime's reload of the conf dir is still reading it")
 		case st.HoldsNetwork(name) && (st.CNIConfig == "" || strings.Contains(st.CNIConfig, marker)):
 			met = "it holds the rewritten list"
 		default:
