@@ -3,6 +3,7 @@ package cni_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -277,11 +278,17 @@ func (sc *scenario) restore(sctx SpecContext) {
 
 // waitNetwork polls, for up to networkSettleTimeout, until the runtime
 // holds network name. Its failure is returned, never the spec's: a Gomega
-// whose fail handler only keeps the message.
+// whose fail handler only keeps the message. A managed runtime that is
+// down (it did not start again after a scenario's restart) holds no
+// network however long the harness waits: it stops at once, and the
+// spec's cleanup replaces the instance (replaceDeadRuntime).
 func waitNetwork(ctx context.Context, name string) error {
 	var failure error
 	quiet := NewGomega(func(message string, _ ...int) { failure = errors.New(message) })
 	quiet.Eventually(func(g Gomega) {
+		if ctl, ok := rt.(runtimes.Controllable); ok && !ctl.Running() {
+			StopTrying(fmt.Sprintf("%s is down", rt.Name())).Now()
+		}
 		st, err := runtimes.Network(ctx, rt)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(st.HoldsNetwork(name)).To(BeTrue(), "the runtime holds network %s: %+v", name, st)
