@@ -157,7 +157,7 @@ func (sc *scenario) awaitRewriteMet(ctx SpecContext, name, marker string) string
 		case st.ReloadRead:
 			met = "its watcher met the write, and its reload read the conf dir and has not ended"
 		case st.Reloading:
-			g.Expect(st.ReloadRead).To(BeTrue(), "the runtime's reload of the conf dir is still reading it")
+			g.Expect(st.Reloading).To(BeFalse(), "the runtime's reload of the conf dir is still reading it")
 		case st.HoldsNetwork(name) && (st.CNIConfig == "" || strings.Contains(st.CNIConfig, marker)):
 			met = "it holds the rewritten list"
 		default:
