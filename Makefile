@@ -43,8 +43,12 @@ build: $(BIN)/cnifault-pause $(BIN)/cni-fault $(BIN)/cnifault-runc-wrapper $(BIN
 # written: it sees the old file or the new one.
 INSTALL_BIN = mv -f $@.$$$$.tmp $@
 
+# -E main.rt0: the pause handles SIGTERM from its first instruction, as
+# pause.c does (cmd/cnifault-pause/entry_amd64.s; amd64 only).
+PAUSE_ENTRY = $(if $(filter amd64,$(shell $(GO) env GOARCH)),\ -E\ main.rt0)
+
 $(BIN)/cnifault-pause: FORCE
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags=-s\ -w -o $@.$$$$.tmp ./cmd/cnifault-pause && $(INSTALL_BIN)
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags=-s\ -w$(PAUSE_ENTRY) -o $@.$$$$.tmp ./cmd/cnifault-pause && $(INSTALL_BIN)
 
 $(BIN)/cni-fault: FORCE
 	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -o $@.$$$$.tmp ./cmd/cni-fault && $(INSTALL_BIN)

@@ -8,7 +8,11 @@
 // binary from source and packs it into a sandbox image itself (see
 // fixtures/image). Build it with
 //
-//	CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o pause ./cmd/cnifault-pause
+//	CGO_ENABLED=0 go build -trimpath -ldflags='-s -w -E main.rt0' -o pause ./cmd/cnifault-pause
+//
+// -E main.rt0 (amd64) starts it at an entry point that handles SIGTERM and
+// SIGINT as pause.c does, before the Go runtime starts (entry_amd64.s).
+// Without it, -v says what it lacks and exits 2, and the harness refuses it.
 package main
 
 import (
@@ -19,12 +23,16 @@ import (
 )
 
 // version is printed by -v.
-const version = "cnifault-pause v1"
+const version = "cnifault-pause v2"
 
 func main() {
 	for _, a := range os.Args[1:] {
 		if a == "-v" || a == "--v" {
-			fmt.Println(version)
+			note, ok := entryNote()
+			fmt.Printf("%s: %s\n", version, note)
+			if !ok {
+				os.Exit(2)
+			}
 			os.Exit(0)
 		}
 		fmt.Fprintf(os.Stderr, "usage: %s [-v]\n", os.Args[0])
