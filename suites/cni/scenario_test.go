@@ -277,7 +277,15 @@ func (sc *scenario) restore(sctx SpecContext) {
 }
 
 // waitNetwork polls, for up to networkSettleTimeout, until the runtime
-// holds network name. Its failure is returned, never the spec's: a Gomega
+// holds network name and says its network is ready (CRI Status
+// NetworkReady). Ready matters after a restart: CRI-O's CNI manager turns
+// ready only at its first good poll (every 500 ms, cnimgr.go
+// pollUntilReady), and until then it holds RunPodSandbox in
+// waitForCNIPlugin without heeding the client's deadline. A config-fault
+// scenario that followed too soon met a held call instead of the
+// ready-once failure it is pinned on, and CRI-O resumed that call under
+// the next scenario's network, leaving it a sandbox the client had given
+// up on. Its failure is returned, never the spec's: a Gomega
 // whose fail handler only keeps the message. A managed runtime that is
 // down (it did not start again after a scenario's restart) holds no
 // network however long the harness waits: it stops at once, and the
@@ -292,6 +300,7 @@ func waitNetwork(ctx context.Context, name string) error {
 		st, err := runtimes.Network(ctx, rt)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(st.HoldsNetwork(name)).To(BeTrue(), "the runtime holds network %s: %+v", name, st)
+		g.Expect(st.Ready).To(BeTrue(), "the runtime says its network is ready: %+v", st)
 	}).WithContext(ctx).WithTimeout(networkSettleTimeout).WithPolling(pollInterval).Should(Succeed())
 	return failure
 }
