@@ -70,7 +70,7 @@ func expectPinned(r run, which string) {
 		}
 		ids = append(ids, s.ID)
 		want := expected["containerd-2.4"][s.ID]
-		if raceWon(want, &s) {
+		if otherRaceOutcome(want, &s) {
 			continue
 		}
 		Expect(s.Verdict).To(Equal(want.verdict), "%s in the %s run: %+v", s.ID, which, s)

@@ -360,7 +360,7 @@ var _ = Describe("External endpoint mode", Label("external"), Ordered, func() {
 					Expect(s.Reason).To(ContainSubstring("external"))
 					continue
 				}
-				if raceWon(want, s) {
+				if otherRaceOutcome(want, s) {
 					continue
 				}
 				Expect(s.Verdict).To(Equal(want.verdict), "%s: %+v", id, *s)
