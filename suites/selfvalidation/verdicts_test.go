@@ -320,6 +320,26 @@ var _ = Describe("cnifault", Ordered, ContinueOnFailure, func() {
 		Expect(s.ReclaimError).To(ContainSubstring("cached result"))
 	})
 
+	It("proves a pod held behind the hung ADD from the runtime's goroutine dump, not by waiting out the bound", func() {
+		// Every runtime pinned to fail config-change-during-hung-add holds
+		// the second pod in its CNI manager's RWMutex: the harness finds
+		// that in a dump and keeps the dump beside the report.
+		held := 0
+		for _, rt := range managedRuntimes {
+			want, pinned := expected[rt.name]["config-change-during-hung-add"]
+			if !pinned || want.verdict != report.Fail {
+				continue
+			}
+			held++
+			r, err := report.Read(filepath.Join(reportDirOf(rt.name), "report.json"))
+			Expect(err).NotTo(HaveOccurred())
+			s := r.Scenario("config-change-during-hung-add")
+			Expect(s.Failure).To(MatchRegexp(`goroutine dump at .* shows RunPodSandbox's goroutine \d+ waits for the read lock in \S+, behind goroutine \d+ waiting for the write lock in \S+`), "%s", rt.name)
+			Expect(filepath.Join(reportDirOf(rt.name), s.Artifacts, "goroutines.txt")).To(BeAnExistingFile(), "%s", rt.name)
+		}
+		Expect(held).To(BeNumerically(">", 0))
+	})
+
 	It("reports that CRI-O, ready once, failed the config-fault calls at once, and resumed the calls it held at boot", func() {
 		for rt := range runtimeNames {
 			expectCRIOReadyOnce(rt)
