@@ -75,9 +75,12 @@ var allowed = map[string][]string{
 	"cmd/cnifault-bench": {"fixtures/report"},
 	// make image: the harness's own image, as the pause image is built.
 	"cmd/cnifault-image": {"fixtures/image"},
+	// A runtime's goroutine dump read for what a verdict rests on: it knows
+	// only the dump's text.
+	"fixtures/stacks": {},
 	// The conformance suite knows runtimes only through fixtures/runtimes.
 	"suites/cni": {"cniconf", "fixtures/cli", "fixtures/verdict", "fixtures/scenario", "fixtures/runtimes", "fixtures/external",
-		"fixtures/inspect", "fixtures/host", "fixtures/cri", "fixtures/report"},
+		"fixtures/inspect", "fixtures/host", "fixtures/cri", "fixtures/report", "fixtures/stacks"},
 }
 
 // Packages that may import anything but suites: the self-validation starts
