@@ -27,7 +27,7 @@ import (
 // slow: the harness stops the hung plugin, as the first pod's own deadline
 // would, and the held call goes on within kubelet's deadline. A managed
 // runtime's goroutine dump proves a held call before the bound
-// (heldProver).
+// (heldProof).
 const besideHangBound = scn.HangReach
 
 // stackDumpTimeout bounds one goroutine dump: a signal, a file of a few
@@ -84,7 +84,8 @@ var _ = Describe("RunPodSandbox beside a pod whose ADD hangs", func() {
 			Expect(sc.UseList(rewritten)).To(Succeed())
 			Expect(cniconf.ConfDir(rt.CNIConfDir()).WriteList(confFile, rewritten)).To(Succeed())
 			Expect(runtimes.NetworkConfigChanged(ctx, rt)).To(Succeed(), "the runtime did not take up the new config")
-			met := sc.awaitRewriteMet(ctx, rewritten.Name, marker)
+			dumps := sc.stackDumps()
+			met := sc.awaitRewriteMet(ctx, dumps, rewritten.Name, marker)
 			GinkgoWriter.Printf("the runtime met the write: %s\n", met)
 
 			By(fmt.Sprintf("starting a second pod on the healthy network while the first pod's ADD hangs (bound %s)", besideHangBound))
@@ -101,12 +102,11 @@ var _ = Describe("RunPodSandbox beside a pod whose ADD hangs", func() {
 			// one, proves a held call at once; only without one does the
 			// harness wait out the bound.
 			var proof string
-			dumps := sc.heldProver(hung)
 			quiet.Eventually(func() bool {
 				if isClosed(done) {
 					return true
 				}
-				proof = dumps(ctx)
+				proof = sc.heldProof(ctx, dumps, hung)
 				return proof != ""
 			}).WithContext(ctx).WithTimeout(besideHangBound).WithPolling(pollInterval).Should(BeTrue())
 			inTime := proof == "" && isClosed(done)
@@ -167,20 +167,17 @@ var _ = Describe("RunPodSandbox beside a pod whose ADD hangs", func() {
 // reload still reading is not enough: ocicni runs every plugin's VERSION
 // before it asks for its write lock, and a pod that takes the read lock
 // first is not held (it passed so on a loaded crio-1.36).
-func (sc *scenario) awaitRewriteMet(ctx SpecContext, name, marker string) string {
+func (sc *scenario) awaitRewriteMet(ctx SpecContext, dumps *stackDumps, name, marker string) string {
 	GinkgoHelper()
 	var met string
-	dumper, dumps := rt.(runtimes.StackDumper)
 	Eventually(func(g Gomega) {
 		// A reload waiting for its write lock has met the write; on a
 		// runtime whose CRI Status waits for the same lock, that is known
 		// before Status's deadline.
-		if dumps {
-			if gs, err := sc.dumpStacks(ctx, dumper); err == nil {
-				if at, ok := stacks.WaitingReload(gs); ok {
-					met = "its reload waits behind the hung ADD's read lock (goroutine dump: " + at + ")"
-					return
-				}
+		if gs, _, ok := dumps.take(ctx); ok {
+			if at, ok := stacks.WaitingReload(gs); ok {
+				met = "its reload waits behind the hung ADD's read lock (goroutine dump: " + at + ")"
+				return
 			}
 		}
 		cctx, cancel := context.WithTimeout(ctx, statusAnswerDeadline)
@@ -207,50 +204,64 @@ func (sc *scenario) awaitRewriteMet(ctx SpecContext, name, marker string) string
 	return met
 }
 
-// heldProver returns a check, made at most once a second, of whether the
-// runtime's goroutine dump shows a pod's RunPodSandbox held behind a
-// reload waiting for the read lock the hung ADD (its plugin pid hung)
-// holds, and what it shows; "" while it does not, or where the harness
-// cannot ask the runtime for a dump. The plugin alive before and after the
-// dump is what makes it proof: the holder's call did not end around it,
-// so the waiter cannot go on until the hang ends.
-func (sc *scenario) heldProver(hung int) func(SpecContext) string {
-	dumper, ok := rt.(runtimes.StackDumper)
-	var last time.Time
-	return func(ctx SpecContext) string {
-		if !ok || time.Since(last) < time.Second || !host.Alive(hung) {
-			return ""
-		}
-		last = time.Now()
-		gs, err := sc.dumpStacks(ctx, dumper)
-		if err != nil {
-			return ""
-		}
-		h, held := stacks.HeldBehindReload(gs)
-		if !held || !host.Alive(hung) {
-			return ""
-		}
-		return fmt.Sprintf("the runtime's goroutine dump at %s, with the hung ADD (pid %d) alive before and after it, shows %s",
-			last.Format("15:04:05.000"), hung, h)
+// heldProof says whether the runtime's goroutine dump shows a pod's
+// RunPodSandbox held behind a reload waiting for the read lock the hung
+// ADD (its plugin pid hung) holds, and what it shows; "" while it does
+// not, or where no dump is due or can be had. The plugin alive before and
+// after the dump is what makes it proof: the holder's call did not end
+// around it, so the waiter cannot go on until the hang ends.
+func (sc *scenario) heldProof(ctx SpecContext, dumps *stackDumps, hung int) string {
+	if !host.Alive(hung) {
+		return ""
 	}
+	gs, at, ok := dumps.take(ctx)
+	if !ok {
+		return ""
+	}
+	h, held := stacks.HeldBehindReload(gs)
+	if !held || !host.Alive(hung) {
+		return ""
+	}
+	return fmt.Sprintf("the runtime's goroutine dump at %s, with the hung ADD (pid %d) alive before and after it, shows %s",
+		at.Format("15:04:05.000"), hung, h)
 }
 
-// dumpStacks asks the runtime for its goroutine dump, parses it and keeps
-// it for the scenario's diagnostics; a dump that fails is logged, and the
-// caller goes on without it.
-func (sc *scenario) dumpStacks(ctx SpecContext, dumper runtimes.StackDumper) ([]*stack.Goroutine, error) {
+// stackDumps asks the runtime for goroutine dumps, at most one a second,
+// and no more after the first that fails: each dump may take up to
+// stackDumpTimeout, and a runtime that stalls one must not use up the
+// windows of the checks that do without (CRI Status, the bound).
+type stackDumps struct {
+	sc     *scenario
+	dumper runtimes.StackDumper // nil: the harness cannot ask this runtime
+	last   time.Time
+	failed bool
+}
+
+func (sc *scenario) stackDumps() *stackDumps {
+	dumper, _ := rt.(runtimes.StackDumper)
+	return &stackDumps{sc: sc, dumper: dumper}
+}
+
+// take returns a new dump, parsed, and when it was asked for; ok is false
+// when none is due or none can be had. The dump is kept for the
+// scenario's diagnostics; one that fails is logged.
+func (d *stackDumps) take(ctx SpecContext) (gs []*stack.Goroutine, at time.Time, ok bool) {
+	if d.dumper == nil || d.failed || time.Since(d.last) < time.Second {
+		return nil, at, false
+	}
+	d.last = time.Now()
 	dctx, cancel := context.WithTimeout(ctx, stackDumpTimeout)
 	defer cancel()
-	dump, err := dumper.Stacks(dctx)
+	dump, err := d.dumper.Stacks(dctx)
 	if err == nil {
-		sc.Stacks = dump
-		var gs []*stack.Goroutine
+		d.sc.Stacks = dump
 		if gs, err = stacks.Parse(dump); err == nil {
-			return gs, nil
+			return gs, d.last, true
 		}
 	}
-	GinkgoWriter.Printf("no goroutine dump of the runtime: %v\n", err)
-	return nil, err
+	d.failed = true
+	GinkgoWriter.Printf("no goroutine dump of the runtime (the scenario asks for none again): %v\n", err)
+	return nil, at, false
 }
 
 // isClosed tells whether ch is closed, without waiting.
