@@ -1,6 +1,7 @@
 package cni_test
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -74,57 +75,77 @@ func ipv6Range(subnet4 string) (subnet, only string) {
 
 // startDualStackHolder runs a healthy pod of the scenario (not the one
 // under test) on the installed dual-stack list, and checks that host-local
-// gave it the IPv6 range's only address only6. On a node's own runtime a
-// pod of the node's starts on the scenario's list too (the only one the
-// runtime has loaded) and may take only6 first: the range is then full all
-// the same, and that pod, Ready with the address, shows as well that IPv6
-// works here. Otherwise, a start that fails on its IPv6 address (the pod's
-// netns refuses IPv6: disable_ipv6, a runtime that sets it) skips the
-// scenario with the runtime's words; any other failure is the harness's.
-// The pod stays until the spec is over.
+// gave it the IPv6 range's only address only6. On a node's own runtime the
+// node's pods start on the scenario's list too (the only one the runtime
+// has loaded), and one may take only6 first: once that pod is Ready with
+// the address, the range is full all the same and IPv6 works here; if its
+// start gives the address back, the dual-stack pod tries again. Otherwise
+// a start that fails on its IPv6 address (the pod's netns refuses IPv6:
+// disable_ipv6, a runtime that sets it) skips the scenario with the
+// runtime's words; any other failure is the harness's. The pod stays until
+// the spec is over.
 func (sc *scenario) startDualStackHolder(ctx SpecContext, only6 string) {
 	GinkgoHelper()
 	lease := filepath.Join(sc.Network.IPAMDataDir, sc.Network.Name, only6)
-	id, err := sc.RunPod(ctx, scn.Within(criCallTimeout), sc.PodConfigOf(1, 0))
-	if err != nil {
-		sc.Error = "" // the holder's error is not the call under test's
-		if other, ok := readyLeaseHolder(ctx, lease, only6); ok {
-			GinkgoWriter.Printf("another pod of the runtime's, sandbox %s, took the IPv6 range's only address %s first (the dual-stack pod's start: %v)\n", other, only6, err)
+	taken := fmt.Sprintf("no IP addresses available in range set: %s-%s", only6, only6)
+	for attempt := uint32(0); ; attempt++ {
+		id, err := sc.RunPod(ctx, scn.Within(criCallTimeout), sc.PodConfigOf(1, attempt))
+		if err == nil {
+			removeAfterSpec(id)
+			raw, err := os.ReadFile(lease)
+			Expect(err).NotTo(HaveOccurred(), "host-local holds no lease of the IPv6 range's only address for the dual-stack pod")
+			Expect(strings.SplitN(string(raw), "\n", 2)[0]).To(HavePrefix(id), "the IPv6 lease %s is not the dual-stack pod's", lease)
 			return
 		}
-		if msg := err.Error(); strings.Contains(msg, only6) || strings.Contains(strings.ToLower(msg), "ipv6") {
-			Skip("the runtime could not start a dual-stack pod here: " + strings.Join(strings.Fields(msg), " "))
+		sc.Error = "" // the holder's error is not the call under test's
+		msg := strings.Join(strings.Fields(err.Error()), " ")
+		if strings.Contains(msg, taken) {
+			Expect(attempt+1).To(BeNumerically("<", holderAttempts),
+				"other pods' starts took the IPv6 range's only address %s and gave it back %d times: %s", only6, holderAttempts, msg)
+			if other := sc.awaitLeaseHolder(ctx, lease, only6); other != "" {
+				GinkgoWriter.Printf("another pod of the runtime's, sandbox %s, holds the IPv6 range's only address %s (the dual-stack pod's start: %s)\n", other, only6, msg)
+				return
+			}
+			continue
+		}
+		if strings.Contains(msg, only6) || strings.Contains(strings.ToLower(msg), "ipv6") {
+			Skip("the runtime could not start a dual-stack pod here: " + msg)
 		}
 		Expect(err).NotTo(HaveOccurred(), "the pod did not start on a healthy network (the dual-stack pod that holds the IPv6 range's address)")
 	}
-	removeAfterSpec(id)
-	raw, err := os.ReadFile(lease)
-	Expect(err).NotTo(HaveOccurred(), "host-local holds no lease of the IPv6 range's only address for the dual-stack pod")
-	Expect(strings.SplitN(string(raw), "\n", 2)[0]).To(HavePrefix(id), "the IPv6 lease %s is not the dual-stack pod's", lease)
 }
 
-// readyLeaseHolder names the sandbox host-local's lease file of addr names
-// (its first line, host-local's container id: the CRI sandbox id), if the
-// runtime has that sandbox Ready with addr.
-func readyLeaseHolder(ctx SpecContext, lease, addr string) (string, bool) {
-	raw, err := os.ReadFile(lease)
-	if err != nil {
-		return "", false
-	}
-	id := strings.TrimSpace(strings.SplitN(string(raw), "\n", 2)[0])
-	if id == "" {
-		return "", false
-	}
-	st, err := rt.CRI().PodSandboxStatus(ctx, id)
-	if err != nil || st.GetState() != runtimeapi.PodSandboxState_SANDBOX_READY {
-		return "", false
-	}
-	ips := []string{st.GetNetwork().GetIp()}
-	for _, ip := range st.GetNetwork().GetAdditionalIps() {
-		ips = append(ips, ip.GetIp())
-	}
-	return id, slices.ContainsFunc(ips, func(ip string) bool {
-		p := net.ParseIP(ip)
-		return p != nil && p.Equal(net.ParseIP(addr))
-	})
+// holderAttempts bounds the dual-stack pod's starts that find the IPv6
+// range's address taken by another pod whose start then gives it back.
+const holderAttempts = 3
+
+// awaitLeaseHolder waits, within kubelet's deadline for the other pod's
+// RunPodSandbox, until the pod that holds addr's lease (host-local's lease
+// file names it: its first line is the CNI container id, the CRI sandbox
+// id) is Ready with addr, and returns its sandbox id; "" once the lease is
+// gone, the other pod's start having given the address back.
+func (sc *scenario) awaitLeaseHolder(ctx SpecContext, lease, addr string) string {
+	GinkgoHelper()
+	var holder string
+	Eventually(func(g Gomega) {
+		holder = ""
+		raw, err := os.ReadFile(lease)
+		if errors.Is(err, os.ErrNotExist) {
+			return
+		}
+		g.Expect(err).NotTo(HaveOccurred())
+		id := strings.TrimSpace(strings.SplitN(string(raw), "\n", 2)[0])
+		st, err := rt.CRI().PodSandboxStatus(ctx, id)
+		g.Expect(err).NotTo(HaveOccurred(), "the sandbox %s that holds %s's lease", id, addr)
+		g.Expect(st.GetState()).To(Equal(runtimeapi.PodSandboxState_SANDBOX_READY), "the sandbox %s that holds %s's lease", id, addr)
+		ips := []string{st.GetNetwork().GetIp()}
+		for _, ip := range st.GetNetwork().GetAdditionalIps() {
+			ips = append(ips, ip.GetIp())
+		}
+		g.Expect(slices.ContainsFunc(ips, func(ip string) bool { return net.ParseIP(ip).Equal(net.ParseIP(addr)) })).
+			To(BeTrue(), "the sandbox %s holds %s's lease but has %v", id, addr, ips)
+		holder = id
+	}).WithContext(ctx).WithTimeout(criCallTimeout).WithPolling(pollInterval).Should(Succeed(),
+		"the pod that took the IPv6 range's only address neither became Ready with it nor gave it back")
+	return holder
 }
