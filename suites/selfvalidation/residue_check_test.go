@@ -96,6 +96,23 @@ func newNodeDir() bool {
 	return true
 }
 
+// cniResults is libcni's node-wide cache dir.
+const cniResults = "/var/lib/cni/results"
+
+// cniResultsDir makes libcni's cache dir where no runtime has yet, before
+// a spec takes the node's state, so that the spec's entries are all it
+// adds; it removes what it made once the spec's entries are gone.
+func cniResultsDir() {
+	GinkgoHelper()
+	for _, d := range []string{filepath.Dir(cniResults), cniResults} {
+		if _, err := os.Lstat(d); err == nil {
+			continue
+		}
+		Expect(os.Mkdir(d, 0o700)).To(Succeed())
+		DeferCleanup(func() { _ = syscall.Rmdir(d) }) // kept if a runtime wrote there since
+	}
+}
+
 var _ = Describe("The residue check", Serial, func() {
 	var before *nodeState
 	var run string // a run id of this self-validation's, as a harness run has
@@ -103,6 +120,7 @@ var _ = Describe("The residue check", Serial, func() {
 	BeforeEach(func() {
 		run = fmt.Sprintf("%06x", os.Getpid()%0xffffff)
 		own.record(run + "-p9")
+		cniResultsDir()
 		before = takeNodeState()
 		Expect(takeNodeState()).To(matchNodeState(before), "a node nothing happened on")
 	})
@@ -116,6 +134,10 @@ var _ = Describe("The residue check", Serial, func() {
 			// Another harness's bridge, and a veth pair on no harness bridge.
 			addLink(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: fmt.Sprintf("cnf9-%06x", (os.Getpid()+1)%0xffffff)}})
 			addLink(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: linkName("rsu", 0)}, PeerName: linkName("rsu", 1)})
+			// containerd's loopback entry of a pod of another instance.
+			other := filepath.Join(cniResults, fmt.Sprintf("cni-loopback-%06x-other-lo", (os.Getpid()+1)%0xffffff))
+			Expect(os.WriteFile(other, []byte(`{"kind":"cniCacheV1","containerId":"other","ifName":"lo","networkName":"cni-loopback","result":{"cniVersion":"0.3.1","interfaces":[{"name":"lo","sandbox":"/var/run/netns/cni-other"}]}}`), 0o600)).To(Succeed())
+			DeferCleanup(os.Remove, other)
 			// A node dir someone else makes and uses.
 			if newNodeDir() {
 				Expect(os.WriteFile(filepath.Join(spareNodeDir, "someone-elses"), nil, 0o644)).To(Succeed())
@@ -151,6 +173,15 @@ var _ = Describe("The residue check", Serial, func() {
 				_ = syscall.Rmdir(stateRoot) // only if empty: other runs share it
 			})
 
+			// containerd 1.6's loopback entry of a pod it forgot, as
+			// libcni before 1.2 writes it: no netns, the result names it
+			// (and neither its name nor its id carries the run id).
+			id := fmt.Sprintf("residue%d", os.Getpid())
+			cache := filepath.Join(cniResults, "cni-loopback-"+id+"-lo")
+			Expect(os.WriteFile(cache, fmt.Appendf(nil, `{"kind":"cniCacheV1","containerId":%q,"ifName":"lo","networkName":"cni-loopback","result":{"cniVersion":"0.3.1","interfaces":[{"name":"lo","sandbox":%q}]}}`,
+				id, filepath.Join(state, "netns", "cni-residue")), 0o600)).To(Succeed())
+			DeferCleanup(os.Remove, cache)
+
 			// In the layout's first hierarchy: /sys/fs/cgroup/pids on
 			// v1, /sys/fs/cgroup itself on v2.
 			Expect(host.Cgroups().Hierarchies).NotTo(BeEmpty(), "no cgroup hierarchy")
@@ -168,6 +199,7 @@ var _ = Describe("The residue check", Serial, func() {
 				ContainSubstring("link "+linkName("rsp", 0)),
 				ContainSubstring("file "+state),
 				ContainSubstring("file "+cgroup),
+				ContainSubstring("file "+cache),
 			))
 			if made {
 				Expect(m.FailureMessage(nil)).To(ContainSubstring("dir " + spareNodeDir))

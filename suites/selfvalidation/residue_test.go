@@ -278,10 +278,12 @@ func netnsID(ns string, table []host.ProcInfo, descendants map[int]int) (int, bo
 }
 
 // ownCacheEntry reports whether a libcni cache entry is of a pod of an own
-// instance: of a cnifault network, with its netns under an own dir. One
+// instance: of a cnifault network or containerd's cni-loopback, with its
+// netns (or, before libcni 1.2, its result's sandbox) under an own dir. One
 // whose netns is unknown counts if its network is cnifault's.
 func ownCacheEntry(path string) bool {
-	if !strings.HasPrefix(filepath.Base(path), "cnifault-") {
+	cnifault := strings.HasPrefix(filepath.Base(path), "cnifault-")
+	if !cnifault && !strings.HasPrefix(filepath.Base(path), "cni-loopback-") {
 		return false
 	}
 	raw, err := os.ReadFile(path)
@@ -311,7 +313,7 @@ func ownCacheEntry(path string) bool {
 			return true
 		}
 	}
-	return !known
+	return !known && cnifault
 }
 
 // matchNodeState succeeds when nothing was added since before; its failure
