@@ -1,7 +1,6 @@
 package selfvalidation_test
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/url"
 	"os"
@@ -15,6 +14,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/cnifault/cnifault/fixtures/daemon"
 	"github.com/cnifault/cnifault/fixtures/host"
 )
 
@@ -290,30 +290,14 @@ func ownCacheEntry(path string) bool {
 	if err != nil {
 		return false
 	}
-	var entry struct {
-		NetNS  string `json:"netns"`
-		Result struct {
-			Interfaces []struct {
-				Sandbox string `json:"sandbox"`
-			} `json:"interfaces"`
-		} `json:"result"`
-	}
-	_ = json.Unmarshal(raw, &entry)
-	paths := []string{entry.NetNS}
-	for _, i := range entry.Result.Interfaces {
-		paths = append(paths, i.Sandbox)
-	}
-	known := false
+	// A half-written entry names nothing yet: judged by its name alone.
+	_, paths, _ := daemon.CachedNetNS(raw)
 	for _, p := range paths {
-		if p == "" {
-			continue
-		}
-		known = true
 		if ownPath(p) {
 			return true
 		}
 	}
-	return !known && cnifault
+	return len(paths) == 0 && cnifault
 }
 
 // matchNodeState succeeds when nothing was added since before; its failure
