@@ -13,6 +13,7 @@ import (
 	"os"
 
 	"github.com/cnifault/cnifault/fixtures/report"
+	"github.com/cnifault/cnifault/fixtures/verdict"
 )
 
 func main() {
@@ -33,8 +34,8 @@ func run(paths []string) int {
 		}
 		reports = append(reports, r)
 	}
-	rs := report.Stability(reports)
-	fmt.Print(report.StabilityText(rs))
+	rs := verdict.Stability(reports)
+	fmt.Print(verdict.StabilityText(rs))
 	for _, r := range rs {
 		if len(r.Unstable()) > 0 {
 			return report.ExitFail

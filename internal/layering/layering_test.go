@@ -51,14 +51,15 @@ var allowed = map[string][]string{
 	// cnifault bisect builds containerd tags itself (containerd.Build):
 	// no runtime is brought up by the command, only by the runs it starts.
 	// Node mode starts the run again in the host's mount namespace
-	// (host.RunInMountNS).
-	"fixtures/cli": {"cniconf", "fixtures/runtimes", "fixtures/external", "fixtures/report", "fixtures/bisect", "fixtures/containerd",
+	// (host.RunInMountNS). `cnifault gate` and compare judge reports read
+	// back by the rules (fixtures/verdict).
+	"fixtures/cli": {"cniconf", "fixtures/runtimes", "fixtures/external", "fixtures/report", "fixtures/verdict", "fixtures/bisect", "fixtures/containerd",
 		"fixtures/sonobuoy", "fixtures/host"},
 	// Sonobuoy's worker contract: a run's report dir handed over.
 	"fixtures/sonobuoy": {"fixtures/report"},
 	// The search over containerd's tags: it knows the report it reads, and
 	// the cnifault binary only as a program to run.
-	"fixtures/bisect": {"fixtures/report"},
+	"fixtures/bisect": {"fixtures/report", "fixtures/verdict"},
 	// Verdicts and the report know the inventory's and the journal's data,
 	// never a runtime.
 	"fixtures/verdict": {"cniconf", "fixtures/inspect", "fixtures/report"},
@@ -69,7 +70,7 @@ var allowed = map[string][]string{
 	"internal/testenv":  {"fixtures/host"},
 	"internal/layering": {},
 	"internal/deps":     {},
-	"cmd/cnifault-soak": {"fixtures/report"},
+	"cmd/cnifault-soak": {"fixtures/report", "fixtures/verdict"},
 	// hack/deps.sh's containerd builder: the same Build bisect uses.
 	"cmd/cnifault-build": {"fixtures/containerd"},
 	"cmd/cnifault-bench": {"fixtures/report"},

@@ -52,7 +52,7 @@ var _ = Describe("RunPodSandbox beside a pod whose ADD hangs", func() {
 			// the hang, and on a node's own runtime those are other
 			// people's pods.
 			if _, managed := rt.(runtimes.Controllable); !managed {
-				Skip("the runtime is external: on a node's own runtime, a reload held behind the hung ADD would hold the node's other pods' network setup too")
+				skipLacking(report.NeedManaged, "the runtime is external: on a node's own runtime, a reload held behind the hung ADD would hold the node's other pods' network setup too")
 			}
 			sc = newScenario(ctx)
 			By("installing bridge, then cni-fault (ADD: hang once for the first pod, then pass)")

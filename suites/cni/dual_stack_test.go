@@ -14,6 +14,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cnifault/cnifault/cniconf"
+	"github.com/cnifault/cnifault/fixtures/report"
 	scn "github.com/cnifault/cnifault/fixtures/scenario"
 )
 
@@ -30,11 +31,11 @@ import (
 var _ = Describe("RunPodSandbox on a dual-stack network", func() {
 	var sc *scenario
 
-	When("the IPv6 range has no free address while the IPv4 range has", Scenario("dual-stack-partial"), Label("fault:ipam", "fault:dual-stack"), func() {
+	When("the IPv6 range has no free address while the IPv4 range has", Scenario("dual-stack-partial"), Label("fault:ipam", "fault:dual-stack", report.NeedsLabel(report.NeedIPv6)), func() {
 		BeforeEach(func(ctx SpecContext) {
 			sc = newScenario(ctx)
 			if _, err := os.Stat("/proc/sys/net/ipv6"); err != nil {
-				Skip("the kernel has no IPv6 (/proc/sys/net/ipv6 is absent: built without it, or booted with ipv6.disable=1)")
+				skipLacking(report.NeedIPv6, "the kernel has no IPv6 (/proc/sys/net/ipv6 is absent: built without it, or booted with ipv6.disable=1)")
 			}
 			subnet6, only6 := ipv6Range(sc.Network.Subnet)
 			bridge := sc.Network.BridgePlugin()

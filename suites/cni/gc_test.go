@@ -37,11 +37,11 @@ var _ = Describe("CNI GC", func() {
 	controlled := func() {
 		var ok bool
 		if ctl, ok = rt.(runtimes.Controllable); !ok {
-			Skip("the harness does not control this runtime's process (external endpoint)")
+			skipLacking(report.NeedManaged, externalEndpoint)
 		}
 	}
 
-	When("live pods meet the runtime's GC", Scenario("gc-spares-live-pods"), Label("gc", "managed-only"), func() {
+	When("live pods meet the runtime's GC", Scenario("gc-spares-live-pods"), Label("gc", "managed-only", report.NeedsLabel(report.NeedCNIGC)), func() {
 		BeforeEach(func(ctx SpecContext) {
 			controlled()
 			sc = newScenario(ctx)
@@ -82,7 +82,7 @@ var _ = Describe("CNI GC", func() {
 		}, SpecTimeout(scenarioTimeout+runtimeRecoverTimeout))
 	})
 
-	When("a chained DEL's leak meets the runtime's GC once the fault cleared", Scenario("gc-reclaims-leak"), Label("fault:gc", "managed-only"), func() {
+	When("a chained DEL's leak meets the runtime's GC once the fault cleared", Scenario("gc-reclaims-leak"), Label("fault:gc", "managed-only", report.NeedsLabel(report.NeedCNIGC)), func() {
 		BeforeEach(func(ctx SpecContext) {
 			controlled()
 			sc = newScenario(ctx)
@@ -128,7 +128,7 @@ var _ = Describe("CNI GC", func() {
 // 1.1.0 result bridge returns, so no CNI 1.1 verb can reach it either.
 func skipWithoutCNI11(err error) {
 	if err != nil && strings.Contains(err.Error(), `unsupported CNI result version "1.1.0"`) {
-		Skip("the runtime cannot use a CNI 1.1.0 list (its libcni refuses 1.1.0 results: " + err.Error() + "): it has no CNI GC")
+		skipLacking(report.NeedCNIGC, "the runtime cannot use a CNI 1.1.0 list (its libcni refuses 1.1.0 results: "+err.Error()+"): it has no CNI GC")
 	}
 }
 
@@ -151,7 +151,7 @@ func (sc *scenario) expectGC(ctx SpecContext, since time.Time) []cniconf.Journal
 	if !seen {
 		// A finding only where the journal was read.
 		Expect(readErr).NotTo(HaveOccurred(), "reading cni-fault's journal")
-		Skip(fmt.Sprintf("the runtime did not invoke CNI GC within %s of a restart (cni-fault's journal holds no GC call): it does not garbage-collect CNI attachments", gcWindow))
+		skipLacking(report.NeedCNIGC, fmt.Sprintf("the runtime did not invoke CNI GC within %s of a restart (cni-fault's journal holds no GC call): it does not garbage-collect CNI attachments", gcWindow))
 	}
 	sc.FaultsFired = append(sc.FaultsFired, fmt.Sprintf("GC with %d valid attachments", len(gcs[0].ValidAttachments)))
 	return gcs

@@ -27,13 +27,13 @@ func (proportional) Match(actual any) (bool, error) {
 	if !ok {
 		return false, fmt.Errorf("LeaveWhatSingleFailuresLeave expects a stormReport, got %T", actual)
 	}
-	return len(r.Storm.Mismatches()) == 0, nil
+	return len(r.Storm.NotProportional) == 0, nil
 }
 
 func (proportional) FailureMessage(actual any) string {
 	r := actual.(stormReport)
 	return fmt.Sprintf("scenario %s: %d pods failing at once did not leave %d times what one failure leaves:\n  %s",
-		r.Scenario, r.Storm.Pods, r.Storm.Pods, strings.Join(r.Storm.Mismatches(), "\n  "))
+		r.Scenario, r.Storm.Pods, r.Storm.Pods, strings.Join(r.Storm.NotProportional, "\n  "))
 }
 
 func (proportional) NegatedFailureMessage(actual any) string {

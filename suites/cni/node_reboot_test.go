@@ -50,7 +50,7 @@ var _ = Describe("Running pods", func() {
 			BeforeEach(func(ctx SpecContext) {
 				var ok bool
 				if ctl, ok = rt.(runtimes.Controllable); !ok {
-					Skip("the harness does not control this runtime's process, pods, mounts or state dir (external endpoint): it cannot reboot it")
+					skipLacking(report.NeedManaged, "the harness does not control this runtime's process, pods, mounts or state dir (external endpoint): it cannot reboot it")
 				}
 				// Registered before the scenario's own cleanup, so it runs
 				// after the restore: a runtime that does not boot again is

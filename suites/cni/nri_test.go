@@ -27,7 +27,7 @@ func (sc *scenario) requireNRI(ctx SpecContext) {
 	GinkgoHelper()
 	n, err := sc.NRI()
 	if err != nil {
-		Skip("the runtime runs no NRI plugin of cnifault's: " + err.Error())
+		skipLacking(report.NeedNRI, "the runtime runs no NRI plugin of cnifault's: "+err.Error())
 	}
 	Eventually(func(g Gomega) {
 		_, up := sc.NRIPluginUp()
@@ -56,7 +56,7 @@ var _ = Describe("RunPodSandbox", func() {
 	var sc *scenario
 	current := func() *scenario { return sc }
 
-	When("an NRI plugin rejects the pod after its network is up", Scenario("nri-rejects-run"), Label("fault:nri", report.LabelManagedOnly), func() {
+	When("an NRI plugin rejects the pod after its network is up", Scenario("nri-rejects-run"), Label("fault:nri", report.LabelManagedOnly, report.NeedsLabel(report.NeedNRI)), func() {
 		BeforeEach(func(ctx SpecContext) {
 			sc = newScenario(ctx)
 			sc.requireNRI(ctx)
@@ -68,12 +68,12 @@ var _ = Describe("RunPodSandbox", func() {
 	})
 
 	When("an NRI plugin rejects the same pod several times, then allows it, and the runtime restarts",
-		Scenario("nri-rejects-run-then-restart"), Label("fault:nri", report.LabelManagedOnly, "kubelet:retry-restart"), func() {
+		Scenario("nri-rejects-run-then-restart"), Label("fault:nri", report.LabelManagedOnly, report.NeedsLabel(report.NeedNRI), "kubelet:retry-restart"), func() {
 			var ctl runtimes.Controllable
 			BeforeEach(func(ctx SpecContext) {
 				var ok bool
 				if ctl, ok = rt.(runtimes.Controllable); !ok {
-					Skip("the harness does not control this runtime's process (external endpoint)")
+					skipLacking(report.NeedManaged, externalEndpoint)
 				}
 				// Registered before the scenario's own cleanup, so it runs
 				// after the restore: a runtime this scenario left unable to

@@ -94,6 +94,7 @@ func specOf(s types.SpecReport) verdict.Spec {
 	if decodeEntry(s, scenarioEntry, &recorded) {
 		spec.Recorded = &recorded
 	}
+	decodeEntry(s, lacksEntry, &spec.Lacks)
 	return spec
 }
 

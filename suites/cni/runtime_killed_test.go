@@ -8,6 +8,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"github.com/cnifault/cnifault/fixtures/report"
 	"github.com/cnifault/cnifault/fixtures/runtimes"
 )
 
@@ -23,7 +24,7 @@ var _ = Describe("RunPodSandbox", func() {
 		BeforeEach(func(ctx SpecContext) {
 			var ok bool
 			if ctl, ok = rt.(runtimes.Controllable); !ok {
-				Skip("the harness does not control this runtime's process (external endpoint)")
+				skipLacking(report.NeedManaged, externalEndpoint)
 			}
 			sc = newScenario(ctx)
 			By("installing bridge, then cni-fault (ADD: hang once, then pass)")

@@ -9,6 +9,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/cnifault/cnifault/cniconf"
+	"github.com/cnifault/cnifault/fixtures/report"
 	"github.com/cnifault/cnifault/fixtures/runtimes"
 	scn "github.com/cnifault/cnifault/fixtures/scenario"
 )
@@ -40,7 +41,7 @@ var _ = Describe("CNI STATUS", func() {
 		sc.ExpectNodeJournal(f, cniconf.VerbStatus)
 	}
 
-	When("STATUS fails", Scenario("status-not-ready"), Label("fault:status"), func() {
+	When("STATUS fails", Scenario("status-not-ready"), Label("fault:status", report.NeedsLabel(report.NeedCNIStatus)), func() {
 		BeforeEach(func(ctx SpecContext) {
 			sc = newScenario(ctx)
 			By("installing a CNI 1.1.0 list of bridge and cni-fault (STATUS: error)")
@@ -65,7 +66,7 @@ var _ = Describe("CNI STATUS", func() {
 		}, SpecTimeout(scenarioTimeout))
 	})
 
-	When("STATUS starts failing after a pod started", Scenario("status-not-ready-teardown"), Label("fault:status"), func() {
+	When("STATUS starts failing after a pod started", Scenario("status-not-ready-teardown"), Label("fault:status", report.NeedsLabel(report.NeedCNIStatus)), func() {
 		BeforeEach(func(ctx SpecContext) {
 			sc = newScenario(ctx)
 			By("installing a CNI 1.1.0 list of bridge and cni-fault (STATUS: pass)")
@@ -101,7 +102,7 @@ var _ = Describe("CNI STATUS", func() {
 		}, SpecTimeout(scenarioTimeout))
 	})
 
-	When("STATUS hangs", Scenario("status-hang"), Label("fault:status"), func() {
+	When("STATUS hangs", Scenario("status-hang"), Label("fault:status", report.NeedsLabel(report.NeedCNIStatus)), func() {
 		BeforeEach(func(ctx SpecContext) {
 			sc = newScenario(ctx)
 			By("installing a healthy network, then a CNI 1.1.0 list whose cni-fault hangs STATUS once")
@@ -151,7 +152,7 @@ var _ = Describe("CNI STATUS", func() {
 		}, SpecTimeout(scenarioTimeout))
 	})
 
-	When("STATUS fails twice, then passes", Scenario("status-recovers"), Label("fault:status"), func() {
+	When("STATUS fails twice, then passes", Scenario("status-recovers"), Label("fault:status", report.NeedsLabel(report.NeedCNIStatus)), func() {
 		BeforeEach(func(ctx SpecContext) {
 			sc = newScenario(ctx)
 			By("installing a CNI 1.1.0 list of bridge and cni-fault (STATUS: error twice, then pass)")
@@ -217,7 +218,7 @@ func (sc *scenario) expectStatusAsked(ctx SpecContext) {
 // skipNoStatus reports a runtime that did not ask STATUS as such: a finding,
 // with the journal as its proof, not a harness error.
 func skipNoStatus() {
-	Skip("the runtime did not invoke CNI STATUS while CRI Status was polled for " + statusPollWindow.String() +
+	skipLacking(report.NeedCNIStatus, "the runtime did not invoke CNI STATUS while CRI Status was polled for "+statusPollWindow.String()+
 		" after the list was installed (cni-fault's journal holds no STATUS call): its NetworkReady does not follow STATUS here")
 }
 

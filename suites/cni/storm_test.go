@@ -12,6 +12,7 @@ import (
 	"github.com/cnifault/cnifault/cniconf"
 	"github.com/cnifault/cnifault/fixtures/report"
 	scn "github.com/cnifault/cnifault/fixtures/scenario"
+	"github.com/cnifault/cnifault/fixtures/verdict"
 )
 
 // stormCase is how a storm scenario's pods fail and how the fault clears.
@@ -102,7 +103,7 @@ func itLeavesWhatSingleFailuresLeave(current func() *scenario, st stormCase) {
 				left[kind] = n
 			}
 		}
-		sc.Storm = &report.Storm{Pods: storm, Single: single, Left: left}
+		sc.Storm = new(verdict.Storm(storm, single, left, 0))
 		contract.Expect(stormReport{sc.ID, *sc.Storm}).To(LeaveWhatSingleFailuresLeave())
 
 		By("clearing the fault, then tearing the failed sandboxes down as kubelet does")

@@ -10,6 +10,7 @@ import (
 	"github.com/cnifault/cnifault/cniconf"
 	"github.com/cnifault/cnifault/fixtures/report"
 	scn "github.com/cnifault/cnifault/fixtures/scenario"
+	"github.com/cnifault/cnifault/fixtures/verdict"
 )
 
 // sustainedHangDeadline is the client deadline of each attempt while ADD
@@ -101,14 +102,14 @@ func itDoesNotLeakMorePerAttempt(current func() *scenario, su sustainedCase) {
 			per = append(per, report.AttemptLeaks{Attempt: attempt + 1, Leaks: counts})
 			GinkgoWriter.Printf("after attempt %d: %v\n", attempt+1, counts)
 			if stuck != nil {
-				s := report.NewSustained(per, sc.Network.Subnet)
+				s := verdict.Sustained(per, sc.Network.Subnet)
 				s.Stuck = stuck
 				sc.Sustained = &s
 				contract.Expect(sustainedReport{sc.ID, s}).To(NotGrowWithAttempts())
 				return
 			}
 		}
-		s := report.NewSustained(per, sc.Network.Subnet)
+		s := verdict.Sustained(per, sc.Network.Subnet)
 		sc.Sustained = &s
 		contract.Expect(sustainedReport{sc.ID, s}).To(NotGrowWithAttempts())
 	}, SpecTimeout(scenarioTimeout))

@@ -129,7 +129,7 @@ var _ = Describe("A live pod's teardown", func() {
 	// The failure beside the network: an NRI plugin refuses the pod's Stop
 	// and Remove until it is fixed (a policy plugin down or misconfigured).
 	When("an NRI plugin rejects the pod's Stop and Remove after it started", Scenario("nri-rejects-stop"),
-		Label("fault:teardown", "fault:nri", report.LabelManagedOnly), func() {
+		Label("fault:teardown", "fault:nri", report.LabelManagedOnly, report.NeedsLabel(report.NeedNRI)), func() {
 			BeforeEach(func(ctx SpecContext) { sc.requireNRI(ctx) }, NodeTimeout(scenarioSetupTimeout))
 			reject := cniconf.Fail(0, "cnifault: injected NRI rejection")
 			itTearsDownAndLeavesNothing(current, teardownCase{
@@ -161,7 +161,7 @@ var _ = Describe("A live pod's teardown", func() {
 	When("a plugin binary of the pod's chain is removed after it started", Scenario("teardown-missing-plugin-binary"), Label("fault:teardown", "managed-only"), func() {
 		BeforeEach(func() {
 			if _, managed := rt.(runtimes.Controllable); !managed {
-				Skip("the harness changes no plugin binary of an external runtime's bin dir but its own cni-fault")
+				skipLacking(report.NeedManaged, "the harness changes no plugin binary of an external runtime's bin dir but its own cni-fault")
 			}
 			Expect(sc.InstallVanishingPlugin()).To(Succeed())
 			chain = func() cniconf.NetworkList {
@@ -187,7 +187,7 @@ var _ = Describe("A live pod's teardown", func() {
 		BeforeEach(func() {
 			var ok bool
 			if ctl, ok = rt.(runtimes.Controllable); !ok {
-				Skip("the harness does not control this runtime's process (external endpoint)")
+				skipLacking(report.NeedManaged, externalEndpoint)
 			}
 		})
 

@@ -69,13 +69,7 @@ func expectPinned(r run, which string) {
 			continue // outside the label filter
 		}
 		ids = append(ids, s.ID)
-		want := expected["containerd-2.4"][s.ID]
-		if otherRaceOutcome(want, &s) {
-			continue
-		}
-		Expect(s.Verdict).To(Equal(want.verdict), "%s in the %s run: %+v", s.ID, which, s)
-		Expect(report.LeakKinds(s.Leaks)).To(Equal(want.leaks), "%s in the %s run leaked %+v", s.ID, which, s.Leaks)
-		Expect(s.Reclaim).To(Equal(want.reclaim), "%s in the %s run: %+v", s.ID, which, s)
+		expectSignature(&s, expected["containerd-2.4"][s.ID], "in the "+which+" run")
 	}
 	var want []string
 	for _, row := range catalogRows() {

@@ -30,6 +30,7 @@ import (
 	"github.com/cnifault/cnifault/fixtures/image"
 	"github.com/cnifault/cnifault/fixtures/report"
 	"github.com/cnifault/cnifault/fixtures/runtimes"
+	"github.com/cnifault/cnifault/fixtures/verdict"
 )
 
 // Timeouts of the external-mode specs.
@@ -358,14 +359,22 @@ var _ = Describe("External endpoint mode", Label("external"), Ordered, func() {
 				if slices.Contains(managedOnly, id) {
 					Expect(s.Verdict).To(Equal(report.Skipped), "the harness must not kill a runtime it does not manage")
 					Expect(s.Reason).To(ContainSubstring("external"))
+					Expect(s.Lacks).To(Equal(report.NeedManaged), id)
 					continue
 				}
-				if otherRaceOutcome(want, s) {
-					continue
-				}
-				Expect(s.Verdict).To(Equal(want.verdict), "%s: %+v", id, *s)
-				Expect(report.LeakKinds(s.Leaks)).To(Equal(want.leaks), "%s: %+v", id, *s)
+				expectSignature(s, want, "on the external containerd")
 			}
+		})
+
+		It("gates to exit status 0 under the expectations file, as its managed twin does", func() {
+			gated := *r
+			gated.Scenarios = slices.Clone(r.Scenarios)
+			verdict.Ungate(&gated)
+			verdict.Gate(&gated, known)
+			for _, s := range gated.Scenarios {
+				Expect(s.ExpectationChanged).To(BeEmpty(), s.ID)
+			}
+			Expect(gated.ExitStatus).To(Equal(report.ExitPass), gated.Summary())
 		})
 
 		It("started foreign pods during the run", func() {

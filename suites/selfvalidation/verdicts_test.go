@@ -16,94 +16,75 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/cnifault/cnifault/fixtures/report"
+	"github.com/cnifault/cnifault/fixtures/verdict"
 )
-
-// expectation is what the public bug history and the runtime's source at
-// its tag predict for one scenario: hack/known-failures.yaml's entry for it
-// on the runtime (report.KnownFailure), or a clean pass where it lists none.
-// Leaks lists the leaked kinds exactly.
-type expectation struct {
-	verdict string
-	leaks   []string
-	reclaim string
-	// why cites the code path that produces the verdict; for a skip, what
-	// the skip's reason says.
-	why string
-	// teardown is when a live pod was removed ("" for a scenario that
-	// tears nothing down); growth how much each kind grows per kubelet
-	// attempt (a sustained scenario); del whether DEL followed the failed
-	// ADD: "yes", "no", "none" ("" where cni-fault is not in the chain).
-	teardown string
-	growth   map[string]float64
-	del      string
-	// race, where the entry names one, accepts a clean pass beside the
-	// pinned failure: the failure happens only on one side of it.
-	race string
-	// also are the race's other losing outcomes the entry lists.
-	also []report.Signature
-}
 
 // expectationsFile is the one source of every pinned verdict, and CI's
 // known failures: the self-validation runs in its package's dir.
 const expectationsFile = "../../hack/known-failures.yaml"
 
-// expected is every managed runtime's expectation for every scenario of the
-// catalog (cnifault list), from expectationsFile.
+// expected is every managed runtime's expectation for every scenario of
+// the catalog (cnifault list): hack/known-failures.yaml's entry for it on
+// the runtime, completed with the catalog's defaults, or a clean pass
+// where it lists none (verdict.ExpectationOf) — what the public bug
+// history and the runtime's source at its tag predict. Every run below is
+// held to it through verdict.Compare, the comparison the CI gate makes.
 var expected = loadExpected()
 
-func loadExpected() map[string]map[string]expectation {
-	known, err := report.LoadKnownFailures(expectationsFile)
+// known is expectationsFile, parsed.
+var known = loadKnown()
+
+func loadKnown() verdict.KnownFailures {
+	k, err := verdict.LoadKnownFailures(expectationsFile)
 	if err != nil {
 		panic(err)
 	}
+	return k
+}
+
+func loadExpected() map[string]map[string]verdict.Expectation {
 	catalog := catalogRows()
 	for _, e := range known {
 		if !slices.ContainsFunc(catalog, func(row catalogRow) bool { return row.id == e.Scenario }) {
 			panic(fmt.Sprintf("%s: scenario %q is not in the catalog", e.Source, e.Scenario))
 		}
 	}
-	out := map[string]map[string]expectation{}
+	out := map[string]map[string]verdict.Expectation{}
 	for _, rt := range managedRuntimes {
 		name := "containerd"
 		if n, ok := runtimeNames[rt.name]; ok {
 			name = n
 		}
 		on := report.Runtime{Name: name, Version: rt.version, Managed: rt.name}
-		out[rt.name] = map[string]expectation{}
+		out[rt.name] = map[string]verdict.Expectation{}
 		for _, row := range catalog {
-			out[rt.name][row.id] = expectationOf(row, known.Match(on, row.id))
+			out[rt.name][row.id] = verdict.ExpectationOf(known.Match(on, row.id), row.labels)
 		}
 	}
 	return out
 }
 
-// expectationOf is a scenario's expectation from its entry (nil: a clean
-// pass), with the catalog's defaults where the entry says nothing: a live
-// pod's teardown ends once the fault cleared, or while it is installed for
-// a fault that clears itself (labelled once) or that nothing clears
-// (persists).
-func expectationOf(row catalogRow, k *report.KnownFailure) expectation {
-	want := expectation{verdict: report.Pass, reclaim: report.ReclaimNotNeeded}
-	if k != nil {
-		want = expectation{verdict: k.Verdict, reclaim: k.Reclaim, why: k.Reason, teardown: k.Teardown,
-			growth: k.Growth, del: k.DelAfterFailedAdd, race: k.Race, also: k.Also}
-		if len(k.Leaks) > 0 {
-			want.leaks = k.Leaks
-		}
-		if k.Verdict == report.Skipped {
-			want.why = k.Skip
-		}
+// why is what an expectation's entry says of it, for a failure message.
+func why(want verdict.Expectation) string {
+	switch {
+	case want.Entry == nil:
+		return "no entry: a clean pass"
+	case want.Verdict == report.Skipped:
+		return want.Skip
 	}
-	if want.teardown == "" && row.has(report.LabelTeardown) {
-		want.teardown = report.TeardownAfterClear
-		if row.has(report.LabelOnce) || row.has(report.LabelPersists) {
-			want.teardown = report.TeardownWhileFaulted
-		}
+	return want.Entry.Reason
+}
+
+// expectSignature holds s to its pinned expectation with the gate's own
+// comparison (verdict.Compare): every field that differs is named. A race
+// whose good side ran this time is noted, as the gate notes it.
+func expectSignature(s *report.Scenario, want verdict.Expectation, where string) {
+	GinkgoHelper()
+	j := verdict.Compare(want, s)
+	Expect(j.Changes).To(BeEmpty(), "%s %s: %s\nexpected because: %s\n%+v", s.ID, where, j.Text(), why(want), *s)
+	if j.Side == verdict.RaceWon {
+		AddReportEntry("race", fmt.Sprintf("%s %s ran the good side of its race (%s): %s", s.ID, where, s.Verdict, want.Race))
 	}
-	if want.growth == nil {
-		want.growth = map[string]float64{}
-	}
-	return want
 }
 
 // managedOnlyIDs are the scenarios labelled managed-only in `cnifault list`:
@@ -144,15 +125,6 @@ func catalogRows() []catalogRow {
 		}
 	}
 	return rows
-}
-
-// sameReclaim compares reclaim outcomes where "" and not-needed both say
-// there was nothing to reclaim.
-func sameReclaim(want string) OmegaMatcher {
-	if want == "" || want == report.ReclaimNotNeeded {
-		return Or(BeEmpty(), Equal(report.ReclaimNotNeeded))
-	}
-	return Equal(want)
 }
 
 // managedRuntimes are every managed runtime, in the README matrix's order,
@@ -198,72 +170,43 @@ func describeRuntime(m *matrixRun, runtime, version string, exit int) {
 			Expect(r.ExitCode).To(Equal(exit), r.Output)
 		})
 
+		It("gates to exit status 0 under the expectations file, as CI gates it", func() {
+			gated := *r.Report
+			gated.Scenarios = slices.Clone(r.Report.Scenarios)
+			verdict.Ungate(&gated)
+			verdict.Gate(&gated, known)
+			for _, s := range gated.Scenarios {
+				Expect(s.ExpectationChanged).To(BeEmpty(), "%s on %s", s.ID, runtime)
+			}
+			Expect(gated.ExitStatus).To(Equal(report.ExitPass), "%s", gated.Summary())
+		})
+
 		for id, want := range expected[runtime] {
-			It("gives "+id+" the verdict "+want.verdict, func() {
+			It("gives "+id+" the verdict "+want.Verdict, func() {
 				s := r.Report.Scenario(id)
 				Expect(s).NotTo(BeNil(), "scenario %s missing from the report", id)
-				if otherRaceOutcome(want, s) {
-					// The race's good side, the runtime cleaned up this
-					// time, or another way of losing it the entry lists.
-					Expect(s.FaultsFired).NotTo(BeEmpty(), "%s was judged without its fault firing", id)
-					AddReportEntry("race", fmt.Sprintf("%s on %s went another way this time (%s, leaks %v, reclaim %s): %s",
-						id, runtime, s.Verdict, report.LeakKinds(s.Leaks), s.Reclaim, want.race))
-					return
-				}
-				Expect(s.Verdict).To(Equal(want.verdict), "%s on %s (%s): %+v\nsuite output:\n%s", id, runtime, want.why, *s, r.Output)
+				expectSignature(s, want, "on "+runtime)
 				Expect(s.Kubelet).NotTo(BeEmpty(), "%s: the report does not say which kubelet behaviour it models", id)
-				if want.verdict == report.Skipped {
-					// A finding about the runtime, not a harness error: the
-					// reason names it. What the scenario saw before it
-					// stopped is not judged.
-					Expect(s.Reason).To(ContainSubstring(want.why), "%s on %s", id, runtime)
+				// What the signature does not say but the harness owes
+				// every judged scenario: the leaks' ids, the leaks a stuck
+				// reclaim left, a fail's diagnostics, a sustained pod's
+				// account of its attempts.
+				if s.Verdict == report.Skipped {
 					return
-				}
-				Expect(report.LeakKinds(s.Leaks)).To(Equal(want.leaks), "%s leaked %+v", id, s.Leaks)
-				Expect(s.Reclaim).To(sameReclaim(want.reclaim), "%s reclaim (%s): %+v", id, want.why, *s)
-				if want.reclaim == report.ReclaimStuck {
-					Expect(s.ReclaimLeaks).NotTo(BeEmpty())
 				}
 				for _, l := range s.Leaks {
 					Expect(l.ID).NotTo(BeEmpty())
 				}
-				// A fault scenario's verdict stands on the fault it saw fire;
-				// the control injects none.
-				if want.teardown != "" {
-					Expect(s.Teardown).To(Equal(want.teardown), "%s on %s: removed", id, runtime)
+				if s.Reclaim == report.ReclaimStuck {
+					Expect(s.ReclaimLeaks).NotTo(BeEmpty())
 				}
 				if s.Has(report.LabelSustained) {
-					expectSustained(s, want.growth)
+					expectSustained(s)
 				}
-				if s.Has(report.LabelStorm) {
-					Expect(s.Storm).NotTo(BeNil(), "%s: no storm in the report", id)
-					Expect(s.Storm.Mismatches()).To(BeEmpty(), "%s on %s", id, runtime)
-					Expect(s.Storm.Retried).To(Equal(s.Storm.Pods), "%s on %s: retried", id, runtime)
-				}
-				if s.Has(report.LabelControl) || want.verdict == report.Skipped {
-					Expect(s.FaultsFired).To(BeEmpty())
-				} else {
-					Expect(s.FaultsFired).NotTo(BeEmpty(), "%s was judged without its fault firing", id)
-				}
-				if want.verdict == report.Fail {
+				if s.Verdict == report.Fail {
 					Expect(s.Artifacts).NotTo(BeEmpty(), "a failed scenario must come with diagnostics")
 					Expect(filepath.Join(reportDirOf(runtime), s.Artifacts, "runtime.log")).To(BeAnExistingFile())
 					Expect(filepath.Join(reportDirOf(runtime), s.Artifacts, "inventory-after.json")).To(BeAnExistingFile())
-				}
-				// Every runtime here sends DEL after a failed ADD where
-				// cni-fault can see it (the call under test failed with
-				// cni-fault in the chain), but where the file says otherwise.
-				del := want.del
-				if del == "" && s.Observed && s.Error != "" {
-					del = "yes"
-				}
-				switch del {
-				case "yes":
-					Expect(s.DelAfterFailedAdd).To(HaveValue(BeTrue()), "%s: del_after_failed_add", id)
-				case "no":
-					Expect(s.DelAfterFailedAdd).To(HaveValue(BeFalse()), "%s: del_after_failed_add", id)
-				default:
-					Expect(s.DelAfterFailedAdd).To(BeNil(), "%s: del_after_failed_add", id)
 				}
 			})
 		}
@@ -327,7 +270,7 @@ var _ = Describe("cnifault", Ordered, ContinueOnFailure, func() {
 		held := 0
 		for _, rt := range managedRuntimes {
 			want, pinned := expected[rt.name]["config-change-during-hung-add"]
-			if !pinned || want.verdict != report.Fail {
+			if !pinned || want.Verdict != report.Fail {
 				continue
 			}
 			held++
@@ -419,21 +362,21 @@ func (m *matrixRun) of(runtime string) run {
 	return r
 }
 
-// expectSustained checks a sustained scenario's growth per kind against
-// want, and that an address that grows comes with the time to drain the
-// range at kubelet's retry. A failing scenario where nothing grows is a pod
-// kubelet could not kill: stuck after its first attempt.
-func expectSustained(s *report.Scenario, want map[string]float64) {
+// expectSustained checks what a sustained scenario's report owes beside
+// its growth (which the signature compares): a failing scenario where
+// nothing grows is a pod kubelet could not kill, stuck after its first
+// attempt; an address that grows comes with the time to drain the range
+// at kubelet's retry.
+func expectSustained(s *report.Scenario) {
 	GinkgoHelper()
 	Expect(s.Sustained).NotTo(BeNil(), "%s: no sustained result in the report", s.ID)
-	got := map[string]float64{}
+	grows := map[string]float64{}
 	for _, g := range s.Sustained.Growth {
 		if g.PerAttempt != 0 {
-			got[g.Kind] = g.PerAttempt
+			grows[g.Kind] = g.PerAttempt
 		}
 	}
-	Expect(got).To(Equal(want), "%s: growth per attempt", s.ID)
-	if s.Verdict == report.Fail && len(want) == 0 {
+	if s.Verdict == report.Fail && len(grows) == 0 {
 		Expect(s.Sustained.Stuck).NotTo(BeNil(), "%s fails with nothing growing, but the report says nothing of a stuck pod", s.ID)
 		Expect(s.Sustained.Stuck.FailedStops).To(BeNumerically(">=", 2))
 		Expect(s.Sustained.Attempts).To(Equal(1), "%s: kubelet made a new sandbox though it could not kill the old one", s.ID)
@@ -441,7 +384,7 @@ func expectSustained(s *report.Scenario, want map[string]float64) {
 		Expect(s.Sustained.Stuck).To(BeNil(), "%s: stuck", s.ID)
 		Expect(s.Sustained.Attempts).To(BeNumerically(">=", 2))
 	}
-	if want[report.AddressKind] > 0 {
+	if grows[report.AddressKind] > 0 {
 		Expect(s.Sustained.Exhaustion).NotTo(BeNil(), "%s: addresses grow but no exhaustion estimate", s.ID)
 		Expect(s.Sustained.Exhaustion.Addresses).To(Equal(253))
 		Expect(s.Sustained.Exhaustion.Seconds).To(BeNumerically(">", 0))
@@ -476,30 +419,13 @@ func expectCRIOReadyOnce(runtime string) {
 // README shows what the runtime does when the race goes its usual way, and
 // names the race in the known-failures file, so that its table does not
 // change with every run that loses it.
-func asRaceWon(r *report.Report, want map[string]expectation) {
+func asRaceWon(r *report.Report, want map[string]verdict.Expectation) {
 	for i := range r.Scenarios {
 		s := &r.Scenarios[i]
-		if want[s.ID].race == "" || s.Verdict != report.Fail {
+		if verdict.Compare(want[s.ID], s).Side != verdict.RaceLost {
 			continue
 		}
 		yes := true
 		s.Verdict, s.Leaks, s.Reclaim, s.ReclaimLeaks, s.DelAfterFailedAdd = report.Pass, nil, report.ReclaimNotNeeded, nil, &yes
 	}
-}
-
-// otherRaceOutcome tells whether s is another outcome of want's race than
-// the pinned signature: its good side, a clean pass, where the pinned
-// failure happens only when a race inside the runtime goes one way
-// (report.KnownFailure.Race), or another way of losing it that the entry
-// lists (report.KnownFailure.Also), exactly.
-func otherRaceOutcome(want expectation, s *report.Scenario) bool {
-	if want.race == "" {
-		return false
-	}
-	if s.Verdict == report.Pass && len(s.Leaks) == 0 {
-		return true
-	}
-	return slices.ContainsFunc(want.also, func(g report.Signature) bool {
-		return s.Verdict == report.Fail && slices.Equal(report.LeakKinds(s.Leaks), g.Leaks) && s.Reclaim == g.Reclaim
-	})
 }
