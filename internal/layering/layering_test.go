@@ -51,9 +51,10 @@ var allowed = map[string][]string{
 	// cnifault bisect builds containerd tags itself (containerd.Build):
 	// no runtime is brought up by the command, only by the runs it starts.
 	// Node mode starts the run again in the host's mount namespace
-	// (host.RunInMountNS).
+	// (host.RunInMountNS). cnifault gate applies the verdict rules a run
+	// applies (verdict.RequireCoverage) to written reports.
 	"fixtures/cli": {"cniconf", "fixtures/runtimes", "fixtures/external", "fixtures/report", "fixtures/bisect", "fixtures/containerd",
-		"fixtures/sonobuoy", "fixtures/host"},
+		"fixtures/sonobuoy", "fixtures/host", "fixtures/verdict"},
 	// Sonobuoy's worker contract: a run's report dir handed over.
 	"fixtures/sonobuoy": {"fixtures/report"},
 	// The search over containerd's tags: it knows the report it reads, and
