@@ -3,7 +3,7 @@
 # scenario × runtime matrix (cnifault matrix).
 #
 #   [RUNTIMES="containerd-1.6 crio-1.34 /opt/vendor/bin"] [JOBS=N] [KNOWN_FAILURES=FILE]
-#   [MATRIX_DIR=DIR] hack/matrix.sh [cnifault run flags...]
+#   [MATRIX_DIR=DIR] [REQUIRE_COVERAGE=1] hack/matrix.sh [cnifault run flags...]
 #
 # RUNTIMES empty or unset is every managed runtime (cnifault's default);
 # JOBS empty is the machine's core count. Each run gets the flags the gate

@@ -386,8 +386,9 @@ func TestE2EWorkflowRunsTheGateMakeTestPins(t *testing.T) {
 		if strings.Contains(run, "hack/gate.sh") {
 			gate = i
 			if !regexp.MustCompile(`\bKNOWN_FAILURES=hack/known-failures\.yaml\b`).MatchString(run) ||
-				!regexp.MustCompile(`\bRUNTIME="?\$\{\{ matrix\.runtime \}\}"?`).MatchString(run) {
-				t.Errorf("e2e runs %q: want hack/gate.sh on the job's runtime with KNOWN_FAILURES=hack/known-failures.yaml", s.Run)
+				!regexp.MustCompile(`\bRUNTIME="?\$\{\{ matrix\.runtime \}\}"?`).MatchString(run) ||
+				!regexp.MustCompile(`\bREQUIRE_COVERAGE=1\b`).MatchString(run) {
+				t.Errorf("e2e runs %q: want hack/gate.sh on the job's runtime with KNOWN_FAILURES=hack/known-failures.yaml and REQUIRE_COVERAGE=1", s.Run)
 			}
 			if s.If != "" {
 				t.Errorf("the gate step runs only if %s", s.If)

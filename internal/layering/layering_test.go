@@ -52,7 +52,7 @@ var allowed = map[string][]string{
 	// no runtime is brought up by the command, only by the runs it starts.
 	// Node mode starts the run again in the host's mount namespace
 	// (host.RunInMountNS). `cnifault gate` and compare judge reports read
-	// back by the rules (fixtures/verdict).
+	// back by the rules (fixtures/verdict), --require-coverage's too.
 	"fixtures/cli": {"cniconf", "fixtures/runtimes", "fixtures/external", "fixtures/report", "fixtures/verdict", "fixtures/bisect", "fixtures/containerd",
 		"fixtures/sonobuoy", "fixtures/host"},
 	// Sonobuoy's worker contract: a run's report dir handed over.

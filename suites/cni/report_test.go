@@ -47,7 +47,7 @@ var _ = ReportAfterSuite("cnifault report", func(r Report) {
 	rep.Command = report.CommandLine(os.Args...)
 	exitCode = verdict.Publish(rep, verdict.Publication{
 		Stdout: os.Stdout, Stderr: os.Stderr,
-		KnownFailures: tc.KnownFailures, ReportDir: tc.ReportDir,
+		KnownFailures: tc.KnownFailures, RequireCoverage: tc.RequireCoverage, ReportDir: tc.ReportDir,
 		JUnit: func(path string) error { return reporters.GenerateJUnitReport(r, path) },
 	})
 })

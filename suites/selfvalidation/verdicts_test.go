@@ -251,6 +251,7 @@ var _ = Describe("cnifault", Ordered, ContinueOnFailure, func() {
 	for _, rt := range managedRuntimes {
 		describeRuntime(m, rt.name, rt.version, report.ExitFail)
 	}
+	itInspectsEveryKind()
 
 	It("reports a failed RunPodSandbox and a stuck reclaim in the runtime's words", func() {
 		// 1.7 keeps no-cni-config's sandbox (go-cni's error), and its Stop
