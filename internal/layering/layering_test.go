@@ -53,12 +53,18 @@ var allowed = map[string][]string{
 	// Node mode starts the run again in the host's mount namespace
 	// (host.RunInMountNS).
 	"fixtures/cli": {"cniconf", "fixtures/runtimes", "fixtures/external", "fixtures/report", "fixtures/bisect", "fixtures/containerd",
-		"fixtures/sonobuoy", "fixtures/host"},
+		"fixtures/modproxy", "fixtures/sonobuoy", "fixtures/host"},
 	// Sonobuoy's worker contract: a run's report dir handed over.
 	"fixtures/sonobuoy": {"fixtures/report"},
-	// The search over containerd's tags: it knows the report it reads, and
-	// the cnifault binary only as a program to run.
-	"fixtures/bisect": {"fixtures/report"},
+	// The search over containerd's tags: it knows the report it reads, the
+	// tags that exist (modproxy), and the cnifault binary only as a program
+	// to run.
+	"fixtures/bisect": {"fixtures/report", "fixtures/modproxy"},
+	// The tags a Go module proxy lists or serves by name, shared by bisect
+	// and the runtime tables' check (internal/deps); and its fake proxy
+	// for tests.
+	"fixtures/modproxy":              {},
+	"fixtures/modproxy/modproxytest": {},
 	// Verdicts and the report know the inventory's and the journal's data,
 	// never a runtime.
 	"fixtures/verdict": {"cniconf", "fixtures/inspect", "fixtures/report"},
