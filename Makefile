@@ -16,6 +16,8 @@ BIN     := $(OUT)/bin
 REPORT_DIR ?= $(OUT)/reports/$(subst /,_,$(patsubst /%,%,$(RUNTIME)))
 # Ginkgo flags for the suite binary, e.g. GINKGO_FLAGS=-ginkgo.v
 GINKGO_FLAGS ?=
+# cnifault bisect's own flags for make bisect, e.g. BISECT_FLAGS=--pre-releases
+BISECT_FLAGS ?=
 # A known-failures file for CI gating, e.g. KNOWN_FAILURES=hack/known-failures.yaml
 KNOWN_FAILURES ?=
 # REQUIRE_COVERAGE=0 lets make e2e pass where an inventory could not read
@@ -124,13 +126,15 @@ soak:
 
 # The first containerd tag between GOOD and BAD at which SCENARIO's verdict
 # or leaked kinds change (cnifault bisect), each tag run with the gate's
-# flags: make bisect SCENARIO=no-cni-config GOOD=v1.7.18 BAD=v1.7.35.
+# flags: make bisect SCENARIO=no-cni-config GOOD=v1.7.18 BAD=v1.7.35. GOOD
+# may be the newer end (a fix). BISECT_FLAGS are the command's own, e.g.
+# --pre-releases.
 # deps gets what any containerd build needs (the family, containerd: the
 # bisect builds its tags into the cache itself).
 .PHONY: bisect
 bisect: build
 	bash hack/deps.sh containerd
-	exec $(BIN)/cnifault bisect --scenario '$(SCENARIO)' --good '$(GOOD)' --bad '$(BAD)' \
+	exec $(BIN)/cnifault bisect --scenario '$(SCENARIO)' --good '$(GOOD)' --bad '$(BAD)' $(BISECT_FLAGS) \
 	  --report-dir $(OUT)/bisect/$(SCENARIO) --work-dir $(OUT)/work --cni-plugin-dir $(OUT)/cni/bin \
 	  --pause-binary $(BIN)/cnifault-pause --fault-plugin $(BIN)/cni-fault --runc-wrapper $(BIN)/cnifault-runc-wrapper \
 	  --nri-plugin $(BIN)/cnifault-nri -- -ginkgo.fail-on-empty -ginkgo.timeout=20m $(GINKGO_FLAGS)
@@ -144,13 +148,17 @@ vet:
 # each running make deps and hack/gate.sh under hack/known-failures.yaml,
 # the file make test pins its verdicts from. actionlint also runs
 # shellcheck on `run:` scripts when shellcheck is installed (apt-get
-# install shellcheck); without it, that check is skipped. Needs neither
-# root nor a runtime.
+# install shellcheck); without it, that check is skipped. And the runtime
+# tables pin each release line's newest tag: listed by the Go module proxy
+# or served when asked by name (fixtures/modproxy), so this target asks the
+# proxy (GOPROXY) and turns red the day upstream publishes a patch; make
+# unit tests the check on a fake proxy only. Needs neither root nor a
+# runtime.
 .PHONY: lint
 lint:
 	$(GO) vet ./...
 	$(GO) tool actionlint $(if $(shell command -v shellcheck),,-shellcheck=) .github/workflows/*.yml
-	$(GO) test -count=1 -run '^(TestRuntimeTablesAreWellFormed|TestE2E.*)$$' ./internal/deps
+	CNIFAULT_CHECK_NEWEST=1 $(GO) test -count=1 -run '^(TestRuntimeTablesAreWellFormed|TestRuntimeTablesPinTheNewestTagOfEachLine|TestE2E.*)$$' ./internal/deps
 
 unit:
 	CNIFAULT_REQUIRE=1 $(GO) test -count=1 $(UNIT_PKGS)

@@ -54,12 +54,18 @@ var allowed = map[string][]string{
 	// (host.RunInMountNS). `cnifault gate` and compare judge reports read
 	// back by the rules (fixtures/verdict), --require-coverage's too.
 	"fixtures/cli": {"cniconf", "fixtures/runtimes", "fixtures/external", "fixtures/report", "fixtures/verdict", "fixtures/bisect", "fixtures/containerd",
-		"fixtures/sonobuoy", "fixtures/host"},
+		"fixtures/modproxy", "fixtures/sonobuoy", "fixtures/host"},
 	// Sonobuoy's worker contract: a run's report dir handed over.
 	"fixtures/sonobuoy": {"fixtures/report"},
-	// The search over containerd's tags: it knows the report it reads, and
-	// the cnifault binary only as a program to run.
-	"fixtures/bisect": {"fixtures/report", "fixtures/verdict"},
+	// The search over containerd's tags: it knows the report it reads (and
+	// the rules' Outcome of a scenario), the tags that exist (modproxy),
+	// and the cnifault binary only as a program to run.
+	"fixtures/bisect": {"fixtures/report", "fixtures/verdict", "fixtures/modproxy"},
+	// The tags a Go module proxy lists or serves by name, shared by bisect
+	// and the runtime tables' check (internal/deps); and its fake proxy
+	// for tests.
+	"fixtures/modproxy":              {},
+	"fixtures/modproxy/modproxytest": {},
 	// Verdicts and the report know the inventory's and the journal's data,
 	// never a runtime.
 	"fixtures/verdict": {"cniconf", "fixtures/inspect", "fixtures/report"},
