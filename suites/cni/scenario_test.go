@@ -69,6 +69,7 @@ var scenarioSeq int
 // registers the restore and reporting that follow the spec.
 func newScenario(ctx SpecContext) *scenario {
 	GinkgoHelper()
+	skipManagedOnlyOnExternal()
 	scenarioSeq++
 	id := currentScenarioID()
 	Expect(id).NotTo(BeEmpty(), "spec %q has no scenario label", CurrentSpecReport().FullText())
