@@ -122,9 +122,12 @@ func (sc *scenario) InstallNetwork(ctx SpecContext, l cniconf.NetworkList) {
 
 // InstallNetworkOrRefusal is InstallNetwork for a list that a runtime may
 // refuse to load (CRI-O validates a list's plugins when it loads it): it
-// also accepts a runtime that names the file as refused and has no usable
-// network (NetworkReady=false, or no network held). Then no ADD can happen, and the journal says nothing of DEL.
-func (sc *scenario) InstallNetworkOrRefusal(ctx SpecContext, l cniconf.NetworkList) {
+// also accepts a runtime that names the file as refused, for a reason that
+// names because (the fault the list carries), and has no usable network
+// (NetworkReady=false, or no network held). Then no ADD can happen, and the
+// journal says nothing of DEL. A refusal for another reason is not the
+// scenario's fault: the setup fails.
+func (sc *scenario) InstallNetworkOrRefusal(ctx SpecContext, l cniconf.NetworkList, because string) {
 	GinkgoHelper()
 	sc.writeList(ctx, l)
 	file := filepath.Join(rt.CNIConfDir(), confFile)
@@ -132,6 +135,9 @@ func (sc *scenario) InstallNetworkOrRefusal(ctx SpecContext, l cniconf.NetworkLi
 		st, err := runtimes.Network(ctx, rt)
 		g.Expect(err).NotTo(HaveOccurred())
 		if why, refused := st.Refused[file]; refused && st.Unusable() {
+			if !strings.Contains(why, because) {
+				StopTrying(fmt.Sprintf("the runtime refused %s for a reason that does not name %q: %s", file, because, why)).Now()
+			}
 			GinkgoWriter.Printf("the runtime refused %s: %s\n", file, why)
 			sc.ExpectRefusal(why)
 			return
