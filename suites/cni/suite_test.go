@@ -12,6 +12,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -172,7 +173,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 			FaultPlugin:  absPath(tc.FaultPlugin),
 			WorkDir:      absPath(filepath.Join(tc.WorkDir, "external-"+instance)),
 			RunID:        runID,
-			CgroupParent: "/cnifault-" + instance,
+			CgroupParent: path.Join(tc.CgroupRoot, "cnifault-"+instance),
 			Log:          GinkgoWriter,
 		})
 		Expect(err).NotTo(HaveOccurred(), "the external runtime at %s", tc.Endpoint)
@@ -221,6 +222,7 @@ func startManaged(ctx context.Context, instance string) (runtimes.Runtime, error
 		RuncWrapper:  absPath(tc.RuncWrapper),
 		NRIPlugin:    nriPlugin(),
 		SandboxImage: tc.TestSandboxImage,
+		CgroupRoot:   tc.CgroupRoot,
 		Log:          GinkgoWriter,
 	})
 }
