@@ -156,6 +156,17 @@ unit:
 selfvalidate:
 	CNIFAULT_REQUIRE=1 CNIFAULT_SUITE_BINARY=$(BIN)/cnifault $(GO) test -count=1 -timeout 90m ./suites/selfvalidation
 
+# The slow node (suites/selfvalidation/slow_node_test.go): the catalog of
+# each of SLOW_RUNTIMES with the harness, the runtime, its shims and plugins
+# (and its pods) in one cgroup limited to a quarter of one CPU, pinned to
+# the same verdicts and signatures as the idle run. make test runs it for
+# containerd-2.4; crio-1.36 (about 13 minutes) runs here. Needs root.
+SLOW_RUNTIMES ?= crio-1.36
+.PHONY: slow
+slow: deps build
+	CNIFAULT_REQUIRE=1 CNIFAULT_SUITE_BINARY=$(BIN)/cnifault CNIFAULT_SLOW_RUNTIMES='$(SLOW_RUNTIMES)' \
+	  $(GO) test -count=1 -timeout 120m ./suites/selfvalidation -ginkgo.label-filter=slow-node -ginkgo.v $(GINKGO_FLAGS)
+
 # The README's verdict matrix, from the reports `make matrix` wrote: every
 # MATRIX_DIR/*/report.json, one column each in the order of their dir names.
 # Run `make matrix` (every managed runtime) first, into a MATRIX_DIR that
