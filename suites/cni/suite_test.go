@@ -49,8 +49,8 @@ var (
 	// runtimeRecoverTimeout bounds killing and restarting the runtime.
 	runtimeRecoverTimeout time.Duration
 	// scenarioSetupTimeout bounds a scenario's setup: baseline, config
-	// install, and what the runtime does to take the config up (CRI-O
-	// restarts).
+	// install, and the wait for the runtime to take the config up
+	// (networkWaitBound).
 	scenarioSetupTimeout time.Duration
 	// scenarioRestoreTimeout bounds returning the instance to a clean state
 	// (restore), which takes up a config as the setup does; restore gives
@@ -74,8 +74,8 @@ func setRuntimeTimeouts() {
 	}
 	runtimeTeardownTimeout = b.Teardown
 	runtimeRecoverTimeout = b.Restart
-	scenarioSetupTimeout = scenarioSetupBase
-	scenarioRestoreTimeout = scenarioRestoreBase + restoreMargin
+	scenarioSetupTimeout = scenarioSetupBase + networkWaitBound
+	scenarioRestoreTimeout = scenarioRestoreBase + networkWaitBound + restoreMargin
 }
 
 // tc is the run's configuration: cnifault's flags, checked as a whole by
