@@ -2,6 +2,7 @@
 #   make e2e [RUNTIME=containerd-1.6|containerd-2.4|crio-1.36|/path/to/containerd/bin|/path/to/crio/bin]
 #   make matrix [RUNTIMES="containerd-1.6 crio-1.36 /path/to/containerd/bin"] [JOBS=N]
 #   make test
+#   make slow [SLOW_RUNTIMES="crio-1.36 containerd-2.4"]   (the catalog on a quarter of one CPU)
 #   make image   (the harness's OCI image archive, for the Sonobuoy plugin)
 # Both need root on a Debian or Ubuntu node (apt); `make deps` installs and
 # builds what they use: every managed runtime and runc from their Go modules
