@@ -31,8 +31,9 @@ all: build
 
 # `make deps` installs everything (what `make test` needs); with RUNTIME
 # given, or for `make e2e`, only what that runtime needs (hack/programs.txt);
-# for `make matrix`, what RUNTIMES need, and everything without RUNTIMES.
-DEPS_RUNTIMES = $(if $(filter test unit selfvalidate,$(MAKECMDGOALS)),,$(if $(filter matrix,$(MAKECMDGOALS)),$(RUNTIMES),$(if $(or $(filter-out file,$(origin RUNTIME)),$(filter e2e,$(MAKECMDGOALS))),$(RUNTIME))))
+# for `make matrix`, what RUNTIMES need, and everything without RUNTIMES;
+# for `make slow`, what SLOW_RUNTIMES need.
+DEPS_RUNTIMES = $(if $(filter test unit selfvalidate,$(MAKECMDGOALS)),,$(if $(filter matrix,$(MAKECMDGOALS)),$(RUNTIMES),$(if $(filter slow,$(MAKECMDGOALS)),$(SLOW_RUNTIMES),$(if $(or $(filter-out file,$(origin RUNTIME)),$(filter e2e,$(MAKECMDGOALS))),$(RUNTIME)))))
 
 deps:
 	bash hack/deps.sh $(DEPS_RUNTIMES)
