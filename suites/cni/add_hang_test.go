@@ -23,12 +23,29 @@ var (
 	repeatHangDeadline = scn.PastHang(cniconf.VerbAdd, 2*time.Second)
 )
 
-const (
-	// hangSettleWindow is how long after the deadline the runtime may take
-	// to finish its own cleanup before a leftover counts as a leak: a
-	// runtime keeps working on a call whose client gave up.
-	hangSettleWindow = 15 * time.Second
+// hangSettleWindow is how long after the deadline the runtime may take to
+// finish its own cleanup before a leftover counts as a leak: a runtime
+// keeps working on a call whose client gave up. hangSettles are the
+// inventories over it, at least scn.MinRounds however long each takes;
+// hangRetries kubelet's retries of the pod over it.
+const hangSettleWindow = 15 * time.Second
+
+var (
+	hangSettles = scn.Rounds{Span: hangSettleWindow, Interval: 250 * time.Millisecond, Min: scn.MinRounds}
+	hangRetries = scn.Rounds{Span: hangSettleWindow, Interval: time.Second, Min: scn.MinRounds}
 )
+
+// leaksSettle inventories the instance over hangSettles until it holds no
+// leak, and returns the last inventory's.
+func (sc *scenario) leaksSettle(ctx SpecContext) leakReport {
+	GinkgoHelper()
+	var left leakReport
+	pollRounds(ctx, hangSettles, hangSettles.Bound(inventoryBound), func() bool {
+		left = sc.Leaks(ctx)
+		return len(left.Leaks) == 0
+	})
+	return left
+}
 
 var _ = Describe("RunPodSandbox", func() {
 	var sc *scenario
@@ -49,16 +66,13 @@ var _ = Describe("RunPodSandbox", func() {
 			contract.Expect(err).To(HaveOccurred(), "RunPodSandbox returned although ADD hangs")
 
 			By("waiting for the runtime to clean up within the settle window")
-			contract.Eventually(func(g Gomega) {
-				g.Expect(sc.Leaks(ctx)).To(BeClean())
-			}).WithContext(ctx).WithTimeout(hangSettleWindow).WithPolling(250 * time.Millisecond).Should(Succeed())
+			contract.Expect(sc.leaksSettle(ctx)).To(BeClean())
 
 			By("running the same pod again now that ADD passes")
-			quiet := NewGomega(func(string, ...int) {})
-			quiet.Eventually(func() error {
+			pollRounds(ctx, hangRetries, hangRetries.Bound(criCallTimeout), func() bool {
 				_, err = sc.RunSandboxE(ctx)
-				return err
-			}).WithContext(ctx).WithTimeout(hangSettleWindow).WithPolling(time.Second).Should(Succeed())
+				return err == nil
+			})
 			sc.expectStartedAgain(ctx, err, "the same pod's retry once ADD passes (a sandbox name reserved by the abandoned call refuses it)")
 		}, SpecTimeout(scenarioTimeout))
 	})

@@ -4,7 +4,6 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 
 	"github.com/cnifault/cnifault/cniconf"
-	scn "github.com/cnifault/cnifault/fixtures/scenario"
 )
 
 // missingPlugin is a plugin type no bin dir has.
@@ -21,7 +20,7 @@ var _ = Describe("RunPodSandbox", func() {
 			sc.InstallMalformed(ctx, []byte("{ \"cniVersion\": \"1.0.0\", \"name\": \n"))
 		}, NodeTimeout(scenarioSetupTimeout))
 
-		itFailsAndLeavesNothingWithin(func() *scenario { return sc }, scn.Within(mayBlockCallTimeout))
+		itFailsAndLeavesNothingWithin(func() *scenario { return sc }, mayBlockDeadline)
 	})
 
 	// The chain's last plugin is not installed, as when portmap is missing
@@ -44,6 +43,6 @@ var _ = Describe("RunPodSandbox", func() {
 			sc.ExpectRuntimeError(missingPlugin)
 		}, NodeTimeout(scenarioSetupTimeout))
 
-		itFailsAndLeavesNothingWithin(func() *scenario { return sc }, scn.Within(mayBlockCallTimeout))
+		itFailsAndLeavesNothingWithin(func() *scenario { return sc }, mayBlockDeadline)
 	})
 })

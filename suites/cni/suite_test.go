@@ -12,6 +12,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -48,8 +49,8 @@ var (
 	// runtimeRecoverTimeout bounds killing and restarting the runtime.
 	runtimeRecoverTimeout time.Duration
 	// scenarioSetupTimeout bounds a scenario's setup: baseline, config
-	// install, and what the runtime does to take the config up (CRI-O
-	// restarts).
+	// install, and the wait for the runtime to take the config up
+	// (networkWaitBound).
 	scenarioSetupTimeout time.Duration
 	// scenarioRestoreTimeout bounds returning the instance to a clean state
 	// (restore), which takes up a config as the setup does; restore gives
@@ -73,8 +74,8 @@ func setRuntimeTimeouts() {
 	}
 	runtimeTeardownTimeout = b.Teardown
 	runtimeRecoverTimeout = b.Restart
-	scenarioSetupTimeout = scenarioSetupBase
-	scenarioRestoreTimeout = scenarioRestoreBase + restoreMargin
+	scenarioSetupTimeout = scenarioSetupBase + networkWaitBound
+	scenarioRestoreTimeout = scenarioRestoreBase + networkWaitBound + restoreMargin
 }
 
 // tc is the run's configuration: cnifault's flags, checked as a whole by
@@ -172,7 +173,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 			FaultPlugin:  absPath(tc.FaultPlugin),
 			WorkDir:      absPath(filepath.Join(tc.WorkDir, "external-"+instance)),
 			RunID:        runID,
-			CgroupParent: "/cnifault-" + instance,
+			CgroupParent: path.Join(tc.CgroupRoot, "cnifault-"+instance),
 			Log:          GinkgoWriter,
 		})
 		Expect(err).NotTo(HaveOccurred(), "the external runtime at %s", tc.Endpoint)
@@ -221,6 +222,7 @@ func startManaged(ctx context.Context, instance string) (runtimes.Runtime, error
 		RuncWrapper:  absPath(tc.RuncWrapper),
 		NRIPlugin:    nriPlugin(),
 		SandboxImage: tc.TestSandboxImage,
+		CgroupRoot:   tc.CgroupRoot,
 		Log:          GinkgoWriter,
 	})
 }

@@ -95,6 +95,8 @@ type run struct {
 	Report   *report.Report
 	ExitCode int
 	Output   string
+	// Dir is the report dir, where a scenario's artifacts are.
+	Dir string
 }
 
 // runFlags are the flags every run the self-validation starts gives the

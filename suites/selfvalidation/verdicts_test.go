@@ -139,9 +139,13 @@ var managedRuntimes = []struct{ name, version string }{
 // not containerd.
 var runtimeNames = map[string]string{"crio-1.34": "cri-o", "crio-1.35": "cri-o", "crio-1.36": "cri-o"}
 
+// runSource gives describeRuntime one runtime's run: the matrix's, or the
+// slow node's (slow_node_test.go).
+type runSource interface{ of(runtime string) run }
+
 // describeRuntime declares the pinned verdicts of one managed runtime, from
-// its run in the matrix.
-func describeRuntime(m *matrixRun, runtime, version string, exit int) {
+// its run in m.
+func describeRuntime(m runSource, runtime, version string, exit int) {
 	Context("on "+runtime, Label(runtime), Ordered, func() {
 		var r run
 		BeforeAll(func() {
@@ -205,8 +209,8 @@ func describeRuntime(m *matrixRun, runtime, version string, exit int) {
 				}
 				if s.Verdict == report.Fail {
 					Expect(s.Artifacts).NotTo(BeEmpty(), "a failed scenario must come with diagnostics")
-					Expect(filepath.Join(reportDirOf(runtime), s.Artifacts, "runtime.log")).To(BeAnExistingFile())
-					Expect(filepath.Join(reportDirOf(runtime), s.Artifacts, "inventory-after.json")).To(BeAnExistingFile())
+					Expect(filepath.Join(r.Dir, s.Artifacts, "runtime.log")).To(BeAnExistingFile())
+					Expect(filepath.Join(r.Dir, s.Artifacts, "inventory-after.json")).To(BeAnExistingFile())
 				}
 			})
 		}
@@ -354,7 +358,7 @@ func (m *matrixRun) of(runtime string) run {
 	Expect(err).NotTo(HaveOccurred())
 	var doc report.MatrixDoc
 	Expect(json.Unmarshal(raw, &doc)).To(Succeed())
-	r := run{Report: rep, Output: string(log), ExitCode: -1}
+	r := run{Report: rep, Output: string(log), ExitCode: -1, Dir: dir}
 	for _, rt := range doc.Runtimes {
 		if rt.Managed == runtime {
 			r.ExitCode = rt.ExitStatus
