@@ -142,7 +142,8 @@ vet:
 # workflows; and the workflows' honesty (internal/deps): e2e.yml's jobs are
 # every line of the runtime tables, with no runtime or version of its own,
 # each running make deps and hack/gate.sh under hack/known-failures.yaml,
-# the file make test pins its verdicts from. actionlint also runs
+# the file make test pins its verdicts from; and no binary is tracked
+# (internal/deps TestNoBinaryIsTracked). actionlint also runs
 # shellcheck on `run:` scripts when shellcheck is installed (apt-get
 # install shellcheck); without it, that check is skipped. Needs neither
 # root nor a runtime.
@@ -150,7 +151,7 @@ vet:
 lint:
 	$(GO) vet ./...
 	$(GO) tool actionlint $(if $(shell command -v shellcheck),,-shellcheck=) .github/workflows/*.yml
-	$(GO) test -count=1 -run '^(TestRuntimeTablesAreWellFormed|TestE2E.*)$$' ./internal/deps
+	$(GO) test -count=1 -run '^(TestRuntimeTablesAreWellFormed|TestE2E.*|TestNoBinaryIsTracked)$$' ./internal/deps
 
 unit:
 	CNIFAULT_REQUIRE=1 $(GO) test -count=1 $(UNIT_PKGS)
