@@ -42,6 +42,20 @@ deps:
 
 build: $(BIN)/cnifault-pause $(BIN)/cni-fault $(BIN)/cnifault-runc-wrapper $(BIN)/cnifault-nri $(BIN)/cnifault
 
+# The harness's identity, stamped into cnifault and cni-fault (-ldflags
+# -X): the release tag the checkout is at (none on an untagged commit:
+# the build says "devel"), the commit ("-dirty" with uncommitted changes)
+# and the CNI plugins' version go.mod pins. `cnifault version` prints
+# them, every report carries them. Without git (a source tarball) they
+# stay empty and the build says so.
+HARNESS_VERSION ?= $(shell git describe --tags --exact-match --match 'v[0-9]*' 2>/dev/null)
+HARNESS_COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null)$(shell git diff --quiet HEAD -- 2>/dev/null || echo -dirty)
+CNI_PLUGINS_VERSION ?= $(shell $(GO) list -m -f '{{.Version}}' github.com/containernetworking/plugins 2>/dev/null)
+HARNESS_LDFLAGS = -X github.com/cnifault/cnifault/fixtures/cli.version=$(HARNESS_VERSION) \
+  -X github.com/cnifault/cnifault/fixtures/cli.commit=$(HARNESS_COMMIT) \
+  -X github.com/cnifault/cnifault/fixtures/cli.cniPlugins=$(CNI_PLUGINS_VERSION)
+FAULT_LDFLAGS = -X main.harnessVersion=$(HARNESS_VERSION) -X main.harnessCommit=$(HARNESS_COMMIT)
+
 # Binaries are built beside their target and renamed into place, so that a
 # run at once in the same checkout (two `make e2e`) never executes one half
 # written: it sees the old file or the new one.
@@ -55,7 +69,7 @@ $(BIN)/cnifault-pause: FORCE
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags=-s\ -w$(PAUSE_ENTRY) -o $@.$$$$.tmp ./cmd/cnifault-pause && $(INSTALL_BIN)
 
 $(BIN)/cni-fault: FORCE
-	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -o $@.$$$$.tmp ./cmd/cni-fault && $(INSTALL_BIN)
+	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -ldflags '$(FAULT_LDFLAGS)' -o $@.$$$$.tmp ./cmd/cni-fault && $(INSTALL_BIN)
 
 # runc stand-in for CRI-O on hosts that refuse to lower oom_score_adj.
 $(BIN)/cnifault-runc-wrapper: FORCE
@@ -69,9 +83,10 @@ $(BIN)/cnifault-nri: FORCE
 # The cnifault binary is the CNI suite compiled, as critest is: it runs on a
 # node without a Go toolchain. Static (CGO_ENABLED=0), so that it runs in
 # the harness image, which has no libc; -trimpath and -buildvcs=false keep
-# the build, and so the image's digest, the same for the same source.
+# the build, and so the image's digest, the same for the same source (the
+# stamped commit is the source's).
 $(BIN)/cnifault: FORCE
-	CGO_ENABLED=0 $(GO) test -c -trimpath -buildvcs=false -o $@.$$$$.tmp ./suites/cni && $(INSTALL_BIN)
+	CGO_ENABLED=0 $(GO) test -c -trimpath -buildvcs=false -ldflags '$(HARNESS_LDFLAGS)' -o $@.$$$$.tmp ./suites/cni && $(INSTALL_BIN)
 
 # The harness's image (cnifault and cni-fault, fixtures/image HarnessSpec)
 # as an OCI image archive, built in Go without a registry or container

@@ -54,7 +54,7 @@ var _ = ReportAfterSuite("cnifault report", func(r Report) {
 
 // suiteOf is Ginkgo's suite report as the verdicts need it.
 func suiteOf(r Report) verdict.Suite {
-	out := verdict.Suite{StartTime: r.StartTime, RunTime: r.RunTime}
+	out := verdict.Suite{StartTime: r.StartTime, RunTime: r.RunTime, Harness: &tc.Harness}
 	for _, s := range r.SpecReports {
 		if s.LeafNodeType.Is(types.NodeTypeBeforeSuite | types.NodeTypeSynchronizedBeforeSuite) {
 			decodeEntry(s, runtimeEntry, &out.Runtime)

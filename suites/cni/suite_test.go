@@ -124,7 +124,9 @@ func TestMain(m *testing.M) {
 var previewing bool
 
 // previewCatalog walks the spec tree without running anything (Ginkgo's
-// preview) and returns the catalog: every scenario with its labels.
+// preview) and returns the catalog: every scenario with its labels, what it
+// injects (its When), what it asserts (its It) and the kubelet behaviour
+// it models.
 func previewCatalog() []cli.Entry {
 	previewing = true
 	defer func() { previewing = false }()
@@ -138,7 +140,8 @@ func previewCatalog() []cli.Entry {
 			continue
 		}
 		out = append(out, cli.Entry{ID: id, Labels: verdict.OtherLabels(s.Labels()),
-			Description: strings.TrimPrefix(s.ContainerHierarchyTexts[len(s.ContainerHierarchyTexts)-1], "when ")})
+			Description: strings.TrimPrefix(s.ContainerHierarchyTexts[len(s.ContainerHierarchyTexts)-1], "when "),
+			Asserts:     s.LeafNodeText, Kubelet: kubeletModel(s.Labels())})
 	}
 	sort.Slice(out, func(a, b int) bool { return out[a].ID < out[b].ID })
 	return out
