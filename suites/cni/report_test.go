@@ -9,6 +9,7 @@ import (
 	"github.com/onsi/ginkgo/v2/reporters"
 	"github.com/onsi/ginkgo/v2/types"
 
+	"github.com/cnifault/cnifault/fixtures/cli"
 	"github.com/cnifault/cnifault/fixtures/report"
 	"github.com/cnifault/cnifault/fixtures/verdict"
 )
@@ -48,7 +49,8 @@ var _ = ReportAfterSuite("cnifault report", func(r Report) {
 	exitCode = verdict.Publish(rep, verdict.Publication{
 		Stdout: os.Stdout, Stderr: os.Stderr,
 		KnownFailures: tc.KnownFailures, RequireCoverage: tc.RequireCoverage, ReportDir: tc.ReportDir,
-		JUnit: func(path string) error { return reporters.GenerateJUnitReport(r, path) },
+		Shipped: cli.ShippedExpectations(),
+		JUnit:   func(path string) error { return reporters.GenerateJUnitReport(r, path) },
 	})
 })
 
