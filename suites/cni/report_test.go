@@ -47,7 +47,7 @@ var _ = ReportAfterSuite("cnifault report", func(r Report) {
 	rep.Host = report.ProbeHost()
 	rep.Command = report.CommandLine(os.Args...)
 	exitCode = verdict.Publish(rep, verdict.Publication{
-		Stdout: os.Stdout, Stderr: os.Stderr,
+		Stdout: stdout, Stderr: os.Stderr,
 		KnownFailures: tc.KnownFailures, RequireCoverage: tc.RequireCoverage, ReportDir: tc.ReportDir,
 		Shipped: cli.ShippedExpectations(),
 		JUnit:   func(path string) error { return reporters.GenerateJUnitReport(r, path) },

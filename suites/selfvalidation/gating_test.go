@@ -264,13 +264,22 @@ func combinedExit(cmd *exec.Cmd) (int, string) {
 
 var _ = Describe("CI's gate command", Label("gating"), func() {
 	When("a scenario fails", func() {
-		It("exits 1, cnifault's status, not make's 2", func(ctx SpecContext) {
+		It("exits 1, cnifault's status, not make's 2, and logs cnifault's own lines only", func(ctx SpecContext) {
 			// no-cni-config fails on containerd 1.7.35 (a sandbox and a netns leak).
 			code, out := runGate(ctx, "containerd-1.7", "gate-fail", "-ginkgo.label-filter=scenario:no-cni-config")
 			Expect(code).To(Equal(report.ExitFail), out)
 			r, err := report.Read(filepath.Join(repoRoot, "_output", "reports", "gate-fail", "report.json"))
 			Expect(err).NotTo(HaveOccurred(), out)
 			Expect(r.Scenario("no-cni-config").Verdict).To(Equal(report.Fail))
+
+			By("reading the log as CI keeps it: stdout a pipe, not a terminal")
+			Expect(out).NotTo(ContainSubstring("\x1b"), "a colour or cursor code in a CI log")
+			Expect(out).NotTo(ContainSubstring("\r"), "a redrawn line in a CI log")
+			for _, framework := range []string{"•", "Ran 1 of", "Summarizing", "[FAIL]", "--- FAIL: TestCNIFault", "\nFAIL\n"} {
+				Expect(out).NotTo(ContainSubstring(framework), "the test framework's output in a CI log")
+			}
+			Expect(out).To(MatchRegexp(`(?m)^FAIL +no-cni-config +[0-9.]+s +leaked: `))
+			Expect(out).To(MatchRegexp(`(?m)^total [0-9.]+s, exit status 1$`))
 		}, SpecTimeout(suiteRunTimeout))
 	})
 
