@@ -176,6 +176,14 @@ unit:
 selfvalidate:
 	CNIFAULT_REQUIRE=1 CNIFAULT_SUITE_BINARY=$(BIN)/cnifault $(GO) test -count=1 -timeout 90m ./suites/selfvalidation
 
+# docs/scenarios.md, generated from the catalog and the expectations file
+# (cnifault docs): make test fails where it is stale (the self-validation's
+# docs spec), so a new scenario, or a changed expectation, is documented
+# with the change.
+.PHONY: docs
+docs: $(BIN)/cnifault
+	$(BIN)/cnifault docs --known-failures hack/known-failures.yaml > docs/scenarios.md.tmp && mv -f docs/scenarios.md.tmp docs/scenarios.md
+
 # The README's verdict matrix, from the reports `make matrix` wrote: every
 # MATRIX_DIR/*/report.json, one column each in the order of their dir names.
 # Run `make matrix` (every managed runtime) first, into a MATRIX_DIR that
