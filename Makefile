@@ -157,8 +157,9 @@ vet:
 # workflows; and the workflows' honesty (internal/deps): e2e.yml's jobs are
 # every line of the runtime tables, with no runtime or version of its own,
 # each running make deps and hack/gate.sh under hack/known-failures.yaml,
-# the file make test pins its verdicts from; and no binary is tracked
-# (internal/deps TestNoBinaryIsTracked). actionlint also runs
+# the file make test pins its verdicts from; no binary is tracked
+# (internal/deps TestNoBinaryIsTracked); and the README's CI job, the one a
+# runtime project copies, is a valid workflow. actionlint also runs
 # shellcheck on `run:` scripts when shellcheck is installed (apt-get
 # install shellcheck); without it, that check is skipped. Needs neither
 # root nor a runtime.
@@ -166,7 +167,7 @@ vet:
 lint:
 	$(GO) vet ./...
 	$(GO) tool actionlint $(if $(shell command -v shellcheck),,-shellcheck=) .github/workflows/*.yml
-	$(GO) test -count=1 -run '^(TestRuntimeTablesAreWellFormed|TestE2E.*|TestNoBinaryIsTracked)$$' ./internal/deps
+	$(GO) test -count=1 -run '^(TestRuntimeTablesAreWellFormed|TestE2E.*|TestNoBinaryIsTracked|TestTheREADMEsCIJobIsAValidWorkflow)$$' ./internal/deps
 
 unit:
 	CNIFAULT_REQUIRE=1 $(GO) test -count=1 $(UNIT_PKGS)
@@ -184,12 +185,12 @@ selfvalidate:
 docs: $(BIN)/cnifault
 	$(BIN)/cnifault docs --known-failures hack/known-failures.yaml > docs/scenarios.md.tmp && mv -f docs/scenarios.md.tmp docs/scenarios.md
 
-# The README's verdict matrix, from the reports `make matrix` wrote: every
+# The verdict matrix of docs/runtimes.md, from the reports `make matrix` wrote: every
 # MATRIX_DIR/*/report.json, one column each in the order of their dir names.
 # Run `make matrix` (every managed runtime) first, into a MATRIX_DIR that
 # holds no reports of other runtimes from an earlier matrix.
 verdict-table: $(BIN)/cnifault
-	$(BIN)/cnifault compare --readme README.md $(sort $(wildcard $(MATRIX_DIR)/*/report.json))
+	$(BIN)/cnifault compare --readme docs/runtimes.md $(sort $(wildcard $(MATRIX_DIR)/*/report.json))
 
 clean:
 	rm -rf $(OUT)

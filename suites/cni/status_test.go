@@ -26,7 +26,7 @@ const statusPollWindow = 1500 * time.Millisecond
 const statusAnswerDeadline = 5 * time.Second
 
 // CNI 1.1's STATUS lets a plugin say "not ready for ADD" without the conf
-// dir dance. Who asks it differs (../notes in the README): containerd 2.x
+// dir dance. Who asks it differs (docs/how-it-works.md): containerd 2.x
 // runs it on every CRI Status for a list of cniVersion 1.1.0 (go-cni
 // Status); containerd 1.6 and 1.7 never do (their libcni has no STATUS);
 // CRI-O polls it only until it first passes after a start. A runtime that

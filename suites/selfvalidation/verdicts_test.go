@@ -127,7 +127,8 @@ func catalogRows() []catalogRow {
 	return rows
 }
 
-// managedRuntimes are every managed runtime, in the README matrix's order,
+// managedRuntimes are every managed runtime, in the verdict matrix's order
+// (docs/runtimes.md),
 // with the version each must report.
 var managedRuntimes = []struct{ name, version string }{
 	{"containerd-1.6", "1.6.38"}, {"containerd-1.7", "1.7.35"}, {"containerd-2.0", "2.0.14"},
@@ -220,7 +221,7 @@ var _ = Describe("cnifault", Ordered, ContinueOnFailure, func() {
 	// One `cnifault matrix` runs every managed runtime's catalog, as many
 	// at once as the machine has cores: the verdicts pinned below must hold
 	// for runs side by side, and its output is what `make verdict-table`
-	// puts in the README.
+	// puts in docs/runtimes.md.
 	BeforeAll(func(ctx SpecContext) {
 		residue = takeNodeState()
 		m.start(ctx)
@@ -290,7 +291,7 @@ var _ = Describe("cnifault", Ordered, ContinueOnFailure, func() {
 		}
 	})
 
-	It("finds the README's verdict matrix up to date with these reports", func() {
+	It("finds the verdict matrix of docs/runtimes.md up to date with these reports", func() {
 		var reports []*report.Report
 		for _, rt := range managedRuntimes {
 			r, err := report.Read(filepath.Join(reportDirOf(rt.name), "report.json"))
@@ -298,7 +299,7 @@ var _ = Describe("cnifault", Ordered, ContinueOnFailure, func() {
 			asRaceWon(r, expected[rt.name])
 			reports = append(reports, r)
 		}
-		readme, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+		readme, err := os.ReadFile(filepath.Join(repoRoot, "docs", "runtimes.md"))
 		Expect(err).NotTo(HaveOccurred())
 		Expect(string(readme)).To(ContainSubstring(report.Matrix(reports)), "run make verdict-table")
 	})
