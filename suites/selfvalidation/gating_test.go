@@ -95,7 +95,7 @@ var _ = Describe("A CI gate with known failures", Label("gating"), func() {
 			r := runGated(ctx, "gating-changed", "--known-failures", list, partialOnly)
 			Expect(r.ExitCode).To(Equal(report.ExitFail), r.Output)
 			Expect(r.Report.Scenario("partial-add-del-fails").Verdict).To(Equal(report.Fail))
-			Expect(r.Output).To(ContainSubstring("known failure changed: partial-add-del-fails on containerd 2.4.2"))
+			Expect(r.Output).To(ContainSubstring("known failure changed: partial-add-del-fails on containerd v2.4.2"))
 			Expect(r.Output).To(ContainSubstring("leaks ip, netns became ip 1"))
 			Expect(r.Report.Scenario("partial-add-del-fails-once").Verdict).To(Equal(report.XFail))
 			Expect(r.Report.Scenario("healthy-network").Verdict).To(Equal(report.XPass))
@@ -220,7 +220,7 @@ var _ = Describe("A containerd build that is none of the named runtimes", Label(
 			r := runGatedOn(ctx, "", "any-build-"+line, "--containerd-bin-dir", dir)
 			Expect(r.Report).NotTo(BeNil(), "the run did not get to verdicts:\n%s", r.Output)
 			Expect(r.Report.Runtime.Managed).To(Equal("containerd@" + dir))
-			Expect(r.Report.Runtime.Version).To(HavePrefix(version))
+			Expect(r.Report.Runtime.Version).To(Equal(version))
 			Expect(r.Report.Runtime.Details).To(HaveKeyWithValue("config_version", schema))
 			Expect(r.Report.Scenarios).To(HaveLen(len(expected[line])), r.Output)
 			for id, want := range expected[line] {
@@ -230,9 +230,9 @@ var _ = Describe("A containerd build that is none of the named runtimes", Label(
 			}
 			Expect(r.ExitCode).To(Equal(report.ExitFail), r.Output)
 		},
-		Entry("1.7.35 (schema 2)", "containerd-1.7", "1.7.35", "2", SpecTimeout(suiteRunTimeout)),
-		Entry("2.0.14 (schema 3)", "containerd-2.0", "2.0.14", "3", SpecTimeout(suiteRunTimeout)),
-		Entry("2.4.2 (schema 4)", "containerd-2.4", "2.4.2", "4", SpecTimeout(suiteRunTimeout)),
+		Entry("1.7.35 (schema 2)", "containerd-1.7", "v1.7.35", "2", SpecTimeout(suiteRunTimeout)),
+		Entry("2.0.14 (schema 3)", "containerd-2.0", "v2.0.14", "3", SpecTimeout(suiteRunTimeout)),
+		Entry("2.4.2 (schema 4)", "containerd-2.4", "v2.4.2", "4", SpecTimeout(suiteRunTimeout)),
 	)
 })
 
