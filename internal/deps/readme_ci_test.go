@@ -54,3 +54,25 @@ func TestTheREADMEsCIJobIsAValidWorkflow(t *testing.T) {
 		t.Errorf("actionlint on the README's CI job: %v\n%s", err, out)
 	}
 }
+
+// README.md is a user's first screen, not the manual: at most about 250
+// lines, and every file under docs/ reachable from it.
+func TestTheREADMEIsShortAndReachesEveryDoc(t *testing.T) {
+	root := testenv.RepoRoot(t)
+	raw, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(raw), "\n"); n > 250 {
+		t.Errorf("README.md has %d lines: move what is not for a new user into docs/", n)
+	}
+	docs, _ := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if len(docs) == 0 {
+		t.Fatal("no docs/*.md")
+	}
+	for _, d := range docs {
+		if link := "(docs/" + filepath.Base(d) + ")"; !strings.Contains(string(raw), link) {
+			t.Errorf("README.md does not link %s", link)
+		}
+	}
+}
