@@ -46,6 +46,20 @@ deps:
 
 build: $(BIN)/cnifault-pause $(BIN)/cni-fault $(BIN)/cnifault-runc-wrapper $(BIN)/cnifault-nri $(BIN)/cnifault
 
+# The harness's identity, stamped into cnifault and cni-fault (-ldflags
+# -X): the release tag the checkout is at (none on an untagged commit:
+# the build says "devel"), the commit ("-dirty" with uncommitted changes)
+# and the CNI plugins' version go.mod pins. `cnifault version` prints
+# them, every report carries them. Without git (a source tarball) they
+# stay empty and the build says so.
+HARNESS_VERSION ?= $(shell git describe --tags --exact-match --match 'v[0-9]*' 2>/dev/null)
+HARNESS_COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null)$(shell git diff --quiet HEAD -- 2>/dev/null || echo -dirty)
+CNI_PLUGINS_VERSION ?= $(shell $(GO) list -m -f '{{.Version}}' github.com/containernetworking/plugins 2>/dev/null)
+HARNESS_LDFLAGS = -X github.com/cnifault/cnifault/fixtures/cli.version=$(HARNESS_VERSION) \
+  -X github.com/cnifault/cnifault/fixtures/cli.commit=$(HARNESS_COMMIT) \
+  -X github.com/cnifault/cnifault/fixtures/cli.cniPlugins=$(CNI_PLUGINS_VERSION)
+FAULT_LDFLAGS = -X main.harnessVersion=$(HARNESS_VERSION) -X main.harnessCommit=$(HARNESS_COMMIT)
+
 # Binaries are built beside their target and renamed into place, so that a
 # run at once in the same checkout (two `make e2e`) never executes one half
 # written: it sees the old file or the new one.
@@ -59,7 +73,7 @@ $(BIN)/cnifault-pause: FORCE
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags=-s\ -w$(PAUSE_ENTRY) -o $@.$$$$.tmp ./cmd/cnifault-pause && $(INSTALL_BIN)
 
 $(BIN)/cni-fault: FORCE
-	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -o $@.$$$$.tmp ./cmd/cni-fault && $(INSTALL_BIN)
+	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -ldflags '$(FAULT_LDFLAGS)' -o $@.$$$$.tmp ./cmd/cni-fault && $(INSTALL_BIN)
 
 # runc stand-in for CRI-O on hosts that refuse to lower oom_score_adj.
 $(BIN)/cnifault-runc-wrapper: FORCE
@@ -73,9 +87,10 @@ $(BIN)/cnifault-nri: FORCE
 # The cnifault binary is the CNI suite compiled, as critest is: it runs on a
 # node without a Go toolchain. Static (CGO_ENABLED=0), so that it runs in
 # the harness image, which has no libc; -trimpath and -buildvcs=false keep
-# the build, and so the image's digest, the same for the same source.
+# the build, and so the image's digest, the same for the same source (the
+# stamped commit is the source's).
 $(BIN)/cnifault: FORCE
-	CGO_ENABLED=0 $(GO) test -c -trimpath -buildvcs=false -o $@.$$$$.tmp ./suites/cni && $(INSTALL_BIN)
+	CGO_ENABLED=0 $(GO) test -c -trimpath -buildvcs=false -ldflags '$(HARNESS_LDFLAGS)' -o $@.$$$$.tmp ./suites/cni && $(INSTALL_BIN)
 
 # The harness's image (cnifault and cni-fault, fixtures/image HarnessSpec)
 # as an OCI image archive, built in Go without a registry or container
@@ -148,7 +163,9 @@ vet:
 # workflows; and the workflows' honesty (internal/deps): e2e.yml's jobs are
 # every line of the runtime tables, with no runtime or version of its own,
 # each running make deps and hack/gate.sh under hack/known-failures.yaml,
-# the file make test pins its verdicts from. actionlint also runs
+# the file make test pins its verdicts from; no binary is tracked
+# (internal/deps TestNoBinaryIsTracked); and the README's CI job, the one a
+# runtime project copies, is a valid workflow. actionlint also runs
 # shellcheck on `run:` scripts when shellcheck is installed (apt-get
 # install shellcheck); without it, that check is skipped. And the runtime
 # tables pin each release line's newest tag: listed by the Go module proxy
@@ -160,7 +177,7 @@ vet:
 lint:
 	$(GO) vet ./...
 	$(GO) tool actionlint $(if $(shell command -v shellcheck),,-shellcheck=) .github/workflows/*.yml
-	CNIFAULT_CHECK_NEWEST=1 $(GO) test -count=1 -run '^(TestRuntimeTablesAreWellFormed|TestRuntimeTablesPinTheNewestTagOfEachLine|TestE2E.*)$$' ./internal/deps
+	CNIFAULT_CHECK_NEWEST=1 $(GO) test -count=1 -run '^(TestRuntimeTablesAreWellFormed|TestRuntimeTablesPinTheNewestTagOfEachLine|TestE2E.*|TestNoBinaryIsTracked|TestTheREADMEsCIJobIsAValidWorkflow)$$' ./internal/deps
 
 unit:
 	CNIFAULT_REQUIRE=1 $(GO) test -count=1 $(UNIT_PKGS)
@@ -183,12 +200,20 @@ slow: deps build
 	CNIFAULT_REQUIRE=1 CNIFAULT_SUITE_BINARY=$(BIN)/cnifault CNIFAULT_SLOW_RUNTIMES='$(SLOW_RUNTIMES)' \
 	  $(GO) test -v -count=1 -timeout 120m ./suites/selfvalidation -ginkgo.label-filter=slow-node -ginkgo.v $(GINKGO_FLAGS)
 
-# The README's verdict matrix, from the reports `make matrix` wrote: every
+# docs/scenarios.md, generated from the catalog and the expectations file
+# (cnifault docs): make test fails where it is stale (the self-validation's
+# docs spec), so a new scenario, or a changed expectation, is documented
+# with the change.
+.PHONY: docs
+docs: $(BIN)/cnifault
+	$(BIN)/cnifault docs --known-failures hack/known-failures.yaml > docs/scenarios.md.tmp && mv -f docs/scenarios.md.tmp docs/scenarios.md
+
+# The verdict matrix of docs/runtimes.md, from the reports `make matrix` wrote: every
 # MATRIX_DIR/*/report.json, one column each in the order of their dir names.
 # Run `make matrix` (every managed runtime) first, into a MATRIX_DIR that
 # holds no reports of other runtimes from an earlier matrix.
 verdict-table: $(BIN)/cnifault
-	$(BIN)/cnifault compare --readme README.md $(sort $(wildcard $(MATRIX_DIR)/*/report.json))
+	$(BIN)/cnifault compare --readme docs/runtimes.md $(sort $(wildcard $(MATRIX_DIR)/*/report.json))
 
 clean:
 	rm -rf $(OUT)

@@ -28,7 +28,7 @@ import (
 )
 
 // Targets on the project's reference machine (2 cores): the figures the
-// README reports against.
+// docs/performance.md reports against.
 // The catalog targets: without the sustained and storm scenarios (which
 // CI may leave out by their labels), and with them (issue 12).
 const (
@@ -137,7 +137,7 @@ func slowFamilies(r *report.Report) float64 {
 	return t
 }
 
-// summary is the table the README quotes: per runtime from the serial
+// summary is the table docs/performance.md quotes: per runtime from the serial
 // matrix (nothing else competes for the cores there) and, beside it, the
 // same run's time when the runtimes ran side by side; then both walls.
 func summary(runs []matrixRun) string {

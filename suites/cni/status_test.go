@@ -43,7 +43,7 @@ var statusPolls = scn.Rounds{Span: 3 * crioStatusPoll, Interval: pollInterval, M
 var statusPollsBound = statusPolls.Bound(criCallTimeout)
 
 // CNI 1.1's STATUS lets a plugin say "not ready for ADD" without the conf
-// dir dance. Who asks it differs (../notes in the README): containerd 2.x
+// dir dance. Who asks it differs (docs/how-it-works.md): containerd 2.x
 // runs it on every CRI Status for a list of cniVersion 1.1.0 (go-cni
 // Status); containerd 1.6 and 1.7 never do (their libcni has no STATUS);
 // CRI-O polls it only until it first passes after a start. A runtime that

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
+	"github.com/onsi/ginkgo/v2/formatter"
 	"github.com/onsi/ginkgo/v2/types"
 	. "github.com/onsi/gomega"
 	"golang.org/x/sys/unix"
@@ -114,18 +116,38 @@ func TestMain(m *testing.M) {
 		Root:         os.Geteuid() == 0,
 		WritesReport: func() bool { return GinkgoParallelProcess() == 1 },
 		Run: func() int {
+			_, rc := GinkgoConfiguration()
+			if quietFramework = cli.QuietFramework(stdout, rc.Verbose || rc.VeryVerbose); quietFramework {
+				// The Go test binary's own verdict lines (--- FAIL:
+				// TestCNIFault, PASS, FAIL) go nowhere; cnifault's lines
+				// keep the real stdout.
+				if null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0); err == nil {
+					os.Stdout = null
+					defer func() { os.Stdout = stdout; null.Close() }()
+				}
+			}
 			m.Run()
 			return exitCode
 		},
-	}, os.Stdout, os.Stderr))
+	}, stdout, os.Stderr))
 }
+
+// stdout is the process's stdout, where cnifault's own lines go; Run
+// hides the test framework's behind it where quietFramework says.
+var stdout = os.Stdout
+
+// quietFramework: stdout is no live terminal and no Ginkgo narration was
+// asked for, so Ginkgo's reporter prints nothing there (cli.QuietFramework).
+var quietFramework bool
 
 // previewing is set while Ginkgo walks the spec tree without running it:
 // the reporting nodes then have nothing to report.
 var previewing bool
 
 // previewCatalog walks the spec tree without running anything (Ginkgo's
-// preview) and returns the catalog: every scenario with its labels.
+// preview) and returns the catalog: every scenario with its labels, what it
+// injects (its When), what it asserts (its It) and the kubelet behaviour
+// it models.
 func previewCatalog() []cli.Entry {
 	previewing = true
 	defer func() { previewing = false }()
@@ -139,7 +161,8 @@ func previewCatalog() []cli.Entry {
 			continue
 		}
 		out = append(out, cli.Entry{ID: id, Labels: verdict.OtherLabels(s.Labels()),
-			Description: strings.TrimPrefix(s.ContainerHierarchyTexts[len(s.ContainerHierarchyTexts)-1], "when ")})
+			Description: strings.TrimPrefix(s.ContainerHierarchyTexts[len(s.ContainerHierarchyTexts)-1], "when "),
+			Asserts:     s.LeafNodeText, Kubelet: kubeletModel(s.Labels())})
 	}
 	sort.Slice(out, func(a, b int) bool { return out[a].ID < out[b].ID })
 	return out
@@ -150,6 +173,12 @@ func TestCNIFault(t *testing.T) {
 	suite, reporter := GinkgoConfiguration()
 	if suite.Timeout == time.Hour { // Ginkgo's default: far too long for a CI gate
 		suite.Timeout = 20 * time.Minute
+	}
+	if !cli.Live(stdout) {
+		reporter.NoColor = true
+	}
+	if quietFramework {
+		formatter.ColorableStdOut = io.Discard
 	}
 	registerProgress()
 	RunSpecs(t, "cnifault", suite, reporter)

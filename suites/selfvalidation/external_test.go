@@ -222,7 +222,7 @@ var _ = Describe("External endpoint mode", Label("external"), Ordered, func() {
 		var err error
 		node, err = containerd.Start(ctx, containerd.Options{Options: daemon.Options{
 			Name:         "node-containerd",
-			BinDir:       filepath.Join(containerd.DefaultCacheDir(), "containerd-"+containerd.Containerd24Version, "bin"),
+			BinDir:       containerd.CachedBinDir(containerd.DefaultCacheDir(), containerd.Containerd24Version),
 			WorkDir:      filepath.Join(repoRoot, "_output", "work-node", fmt.Sprint(os.Getpid())),
 			StateDir:     fmt.Sprintf("/run/cnifault/node-%d", os.Getpid()),
 			CNIPluginDir: filepath.Join(repoRoot, "_output", "cni", "bin"),
