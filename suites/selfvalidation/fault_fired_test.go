@@ -67,7 +67,7 @@ func startsPodFirst(s report.Scenario) bool {
 
 // neverFiresManagedRuntime is the managed runtime of the managed
 // never-fires run. containerd 1.7 ensures the sandbox image first thing
-// in RunPodSandbox (pkg/cri/server/sandbox_run.go at v1.7.35), before the
+// in RunPodSandbox (pkg/cri/server/sandbox_run.go at v1.7.36), before the
 // netns, CNI, NRI and runc, and it runs NRI plugins; 1.6 runs none (its
 // NRI scenarios skip), and 2.x sets the pod's network up before its
 // sandbox controller ensures the image (internal/cri/server/sandbox_run.go

@@ -230,7 +230,7 @@ var _ = Describe("A containerd build that is none of the named runtimes", Label(
 			}
 			Expect(r.ExitCode).To(Equal(report.ExitFail), r.Output)
 		},
-		Entry("1.7.35 (schema 2)", "containerd-1.7", "v1.7.35", "2", SpecTimeout(suiteRunTimeout)),
+		Entry("1.7.36 (schema 2)", "containerd-1.7", "v1.7.36", "2", SpecTimeout(suiteRunTimeout)),
 		Entry("2.0.14 (schema 3)", "containerd-2.0", "v2.0.14", "3", SpecTimeout(suiteRunTimeout)),
 		Entry("2.4.2 (schema 4)", "containerd-2.4", "v2.4.2", "4", SpecTimeout(suiteRunTimeout)),
 	)
@@ -265,7 +265,7 @@ func combinedExit(cmd *exec.Cmd) (int, string) {
 var _ = Describe("CI's gate command", Label("gating"), func() {
 	When("a scenario fails", func() {
 		It("exits 1, cnifault's status, not make's 2, and logs cnifault's own lines only", func(ctx SpecContext) {
-			// no-cni-config fails on containerd 1.7.35 (a sandbox and a netns leak).
+			// no-cni-config fails on containerd 1.7.36 (a sandbox and a netns leak).
 			code, out := runGate(ctx, "containerd-1.7", "gate-fail", "-ginkgo.label-filter=scenario:no-cni-config")
 			Expect(code).To(Equal(report.ExitFail), out)
 			r, err := report.Read(filepath.Join(repoRoot, "_output", "reports", "gate-fail", "report.json"))

@@ -145,8 +145,8 @@ func catalogRows() []catalogRow {
 // managedRuntimes are every managed runtime, in the verdict matrix's order
 // (docs/runtimes.md), with the version each must report.
 var managedRuntimes = []struct{ name, version string }{
-	{"containerd-1.6", "v1.6.38"}, {"containerd-1.7", "v1.7.35"}, {"containerd-2.0", "v2.0.14"},
-	{"containerd-2.1", "v2.1.9"}, {"containerd-2.2", "v2.2.9"}, {"containerd-2.3", "v2.3.7"},
+	{"containerd-1.6", "v1.6.38"}, {"containerd-1.7", "v1.7.36"}, {"containerd-2.0", "v2.0.14"},
+	{"containerd-2.1", "v2.1.9"}, {"containerd-2.2", "v2.2.10"}, {"containerd-2.3", "v2.3.7"},
 	{"containerd-2.4", "v2.4.2"}, {"crio-1.34", "1.34.0"}, {"crio-1.35", "1.35.2"}, {"crio-1.36", "1.36.3"},
 }
 
