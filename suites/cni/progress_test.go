@@ -23,11 +23,14 @@ func registerProgress() {
 			return
 		}
 		live.Start(verdict.ScenarioID(s.Labels()))
+		tc.Events().Start(verdict.ScenarioID(s.Labels()))
 	})
 	ReportAfterEach(func(s SpecReport) {
 		if s.State.Is(types.SpecStateSkipped | types.SpecStatePending) {
 			return
 		}
-		live.End(verdict.ScenarioID(s.Labels()), verdict.Classify(specOf(s), ""), s.RunTime)
+		id, v := verdict.ScenarioID(s.Labels()), verdict.Classify(specOf(s), "")
+		live.End(id, v, s.RunTime)
+		tc.Events().End(id, v, s.RunTime)
 	})
 }

@@ -138,7 +138,9 @@ func previewCatalog() []cli.Entry {
 			continue
 		}
 		out = append(out, cli.Entry{ID: id, Labels: verdict.OtherLabels(s.Labels()),
-			Description: strings.TrimPrefix(s.ContainerHierarchyTexts[len(s.ContainerHierarchyTexts)-1], "when ")})
+			Description: strings.TrimPrefix(s.ContainerHierarchyTexts[len(s.ContainerHierarchyTexts)-1], "when "),
+			// The preview marks what the filters leave out skipped.
+			Selected: !s.State.Is(types.SpecStateSkipped | types.SpecStatePending)})
 	}
 	sort.Slice(out, func(a, b int) bool { return out[a].ID < out[b].ID })
 	return out
@@ -150,14 +152,27 @@ func TestCNIFault(t *testing.T) {
 	if suite.Timeout == time.Hour { // Ginkgo's default: far too long for a CI gate
 		suite.Timeout = 20 * time.Minute
 	}
+	// A process of a parallel run (--procs) runs its share of what the
+	// run's filters select.
+	suite.LabelFilter = tc.LabelFilter(suite.LabelFilter)
 	registerProgress()
 	RunSpecs(t, "cnifault", suite, reporter)
+}
+
+// process is this process's number among the run's: a parallel run's
+// (--procs), or Ginkgo's where its CLI runs processes. The instance, the
+// bridge and the subnet carry it.
+func process() int {
+	if n := tc.Process(); n > 0 {
+		return n
+	}
+	return GinkgoParallelProcess()
 }
 
 var _ = BeforeSuite(func(ctx SpecContext) {
 	runID = scn.NewRunID()
 
-	instance := fmt.Sprintf("%s-p%d", runID, GinkgoParallelProcess())
+	instance := fmt.Sprintf("%s-p%d", runID, process())
 	var err error
 	bringUp := time.Now()
 	if tc.Endpoint != "" {
@@ -242,7 +257,7 @@ func replaceDeadRuntime(ctx SpecContext) {
 	GinkgoWriter.Printf("%s is down and does not start again: replacing its instance for the rest of the run\n", rt.Name())
 	Expect(rt.Teardown(ctx)).To(Succeed(), "tearing down the instance that does not start again")
 	replacements++
-	next, err := startManaged(ctx, fmt.Sprintf("%s-p%d-r%d", runID, GinkgoParallelProcess(), replacements))
+	next, err := startManaged(ctx, fmt.Sprintf("%s-p%d-r%d", runID, process(), replacements))
 	Expect(err).NotTo(HaveOccurred(), "bringing up a replacement instance")
 	rt = next
 	runScope = nil
