@@ -152,9 +152,6 @@ func TestCNIFault(t *testing.T) {
 	if suite.Timeout == time.Hour { // Ginkgo's default: far too long for a CI gate
 		suite.Timeout = 20 * time.Minute
 	}
-	// A process of a parallel run (--procs) runs its share of what the
-	// run's filters select.
-	suite.LabelFilter = tc.LabelFilter(suite.LabelFilter)
 	registerProgress()
 	RunSpecs(t, "cnifault", suite, reporter)
 }
