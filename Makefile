@@ -1,5 +1,5 @@
 # cnifault: CNI fault-injection conformance for container runtimes.
-#   make e2e [RUNTIME=containerd-1.6|containerd-2.4|crio-1.36|/path/to/containerd/bin|/path/to/crio/bin]
+#   make e2e [RUNTIME=containerd-1.6|containerd-2.4|crio-1.36|/path/to/containerd/bin|/path/to/crio/bin] [PROCS=N]
 #   make matrix [RUNTIMES="containerd-1.6 crio-1.36 /path/to/containerd/bin"] [JOBS=N]
 #   make test
 #   make image   (the harness's OCI image archive, for the Sonobuoy plugin)
