@@ -12,6 +12,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -95,10 +96,24 @@ var (
 
 func init() {
 	// `make e2e` sent SIGTERM dies without passing it on: ask the kernel to
-	// deliver it to us instead, so Ginkgo's interrupt handling tears the
-	// runtime down. init runs on the main thread, which the setting needs.
-	_ = unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGTERM), 0, 0, 0)
+	// tell us instead, so Ginkgo's interrupt handling tears the runtime
+	// down. The kernel sends the death signal each time it reparents this
+	// process, and a parent with threads (a Go program: a parallel run,
+	// cnifault matrix) reparents it through each thread as they exit: a
+	// second SIGTERM would make Ginkgo skip the teardown. So the death
+	// signal is one of our own, the first of which becomes one SIGTERM.
+	// init runs on the main thread, which the setting needs.
+	deaths := make(chan os.Signal, 1)
+	signal.Notify(deaths, parentDeathSignal)
+	go func() {
+		<-deaths
+		_ = unix.Kill(os.Getpid(), unix.SIGTERM)
+	}()
+	_ = unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(parentDeathSignal), 0, 0, 0)
 }
+
+// parentDeathSignal tells this process its parent died (PR_SET_PDEATHSIG).
+const parentDeathSignal = unix.SIGUSR2
 
 // TestMain is cnifault's entry: the CLI runs commands and checks
 // the input; only a run that may start reaches the specs.
