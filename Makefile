@@ -2,6 +2,7 @@
 #   make e2e [RUNTIME=containerd-1.6|containerd-2.4|crio-1.36|/path/to/containerd/bin|/path/to/crio/bin] [PROCS=N]
 #   make matrix [RUNTIMES="containerd-1.6 crio-1.36 /path/to/containerd/bin"] [JOBS=N]
 #   make test
+#   make slow [SLOW_RUNTIMES="crio-1.36 containerd-2.4"]   (the catalog on a quarter of one CPU)
 #   make image   (the harness's OCI image archive, for the Sonobuoy plugin)
 # Both need root on a Debian or Ubuntu node (apt); `make deps` installs and
 # builds what they use: every managed runtime and runc from their Go modules
@@ -20,6 +21,8 @@ GINKGO_FLAGS ?=
 # of the runtime (cnifault --procs); empty is cnifault's default (2 per
 # core), PROCS=1 one process.
 PROCS ?=
+# cnifault bisect's own flags for make bisect, e.g. BISECT_FLAGS=--pre-releases
+BISECT_FLAGS ?=
 # A known-failures file for CI gating, e.g. KNOWN_FAILURES=hack/known-failures.yaml
 KNOWN_FAILURES ?=
 # REQUIRE_COVERAGE=0 lets make e2e pass where an inventory could not read
@@ -38,13 +41,28 @@ all: build
 
 # `make deps` installs everything (what `make test` needs); with RUNTIME
 # given, or for `make e2e`, only what that runtime needs (hack/programs.txt);
-# for `make matrix`, what RUNTIMES need, and everything without RUNTIMES.
-DEPS_RUNTIMES = $(if $(filter test unit selfvalidate,$(MAKECMDGOALS)),,$(if $(filter matrix,$(MAKECMDGOALS)),$(RUNTIMES),$(if $(or $(filter-out file,$(origin RUNTIME)),$(filter e2e,$(MAKECMDGOALS))),$(RUNTIME))))
+# for `make matrix`, what RUNTIMES need, and everything without RUNTIMES;
+# for `make slow`, what SLOW_RUNTIMES need.
+DEPS_RUNTIMES = $(if $(filter test unit selfvalidate,$(MAKECMDGOALS)),,$(if $(filter matrix,$(MAKECMDGOALS)),$(RUNTIMES),$(if $(filter slow,$(MAKECMDGOALS)),$(SLOW_RUNTIMES),$(if $(or $(filter-out file,$(origin RUNTIME)),$(filter e2e,$(MAKECMDGOALS))),$(RUNTIME)))))
 
 deps:
 	bash hack/deps.sh $(DEPS_RUNTIMES)
 
 build: $(BIN)/cnifault-pause $(BIN)/cni-fault $(BIN)/cnifault-runc-wrapper $(BIN)/cnifault-nri $(BIN)/cnifault
+
+# The harness's identity, stamped into cnifault and cni-fault (-ldflags
+# -X): the release tag the checkout is at (none on an untagged commit:
+# the build says "devel"), the commit ("-dirty" with uncommitted changes)
+# and the CNI plugins' version go.mod pins. `cnifault version` prints
+# them, every report carries them. Without git (a source tarball) they
+# stay empty and the build says so.
+HARNESS_VERSION ?= $(shell git describe --tags --exact-match --match 'v[0-9]*' 2>/dev/null)
+HARNESS_COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null)$(shell git diff --quiet HEAD -- 2>/dev/null || echo -dirty)
+CNI_PLUGINS_VERSION ?= $(shell $(GO) list -m -f '{{.Version}}' github.com/containernetworking/plugins 2>/dev/null)
+HARNESS_LDFLAGS = -X github.com/cnifault/cnifault/fixtures/cli.version=$(HARNESS_VERSION) \
+  -X github.com/cnifault/cnifault/fixtures/cli.commit=$(HARNESS_COMMIT) \
+  -X github.com/cnifault/cnifault/fixtures/cli.cniPlugins=$(CNI_PLUGINS_VERSION)
+FAULT_LDFLAGS = -X main.harnessVersion=$(HARNESS_VERSION) -X main.harnessCommit=$(HARNESS_COMMIT)
 
 # Binaries are built beside their target and renamed into place, so that a
 # run at once in the same checkout (two `make e2e`) never executes one half
@@ -59,7 +77,7 @@ $(BIN)/cnifault-pause: FORCE
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags=-s\ -w$(PAUSE_ENTRY) -o $@.$$$$.tmp ./cmd/cnifault-pause && $(INSTALL_BIN)
 
 $(BIN)/cni-fault: FORCE
-	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -o $@.$$$$.tmp ./cmd/cni-fault && $(INSTALL_BIN)
+	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -ldflags '$(FAULT_LDFLAGS)' -o $@.$$$$.tmp ./cmd/cni-fault && $(INSTALL_BIN)
 
 # runc stand-in for CRI-O on hosts that refuse to lower oom_score_adj.
 $(BIN)/cnifault-runc-wrapper: FORCE
@@ -73,9 +91,10 @@ $(BIN)/cnifault-nri: FORCE
 # The cnifault binary is the CNI suite compiled, as critest is: it runs on a
 # node without a Go toolchain. Static (CGO_ENABLED=0), so that it runs in
 # the harness image, which has no libc; -trimpath and -buildvcs=false keep
-# the build, and so the image's digest, the same for the same source.
+# the build, and so the image's digest, the same for the same source (the
+# stamped commit is the source's).
 $(BIN)/cnifault: FORCE
-	CGO_ENABLED=0 $(GO) test -c -trimpath -buildvcs=false -o $@.$$$$.tmp ./suites/cni && $(INSTALL_BIN)
+	CGO_ENABLED=0 $(GO) test -c -trimpath -buildvcs=false -ldflags '$(HARNESS_LDFLAGS)' -o $@.$$$$.tmp ./suites/cni && $(INSTALL_BIN)
 
 # The harness's image (cnifault and cni-fault, fixtures/image HarnessSpec)
 # as an OCI image archive, built in Go without a registry or container
@@ -115,7 +134,7 @@ test: deps build image vet unit selfvalidate
 # reference runtimes' for each PROCS from 1 to 6, the floor each parallel
 # catalog has on this machine, the matrix of parallel catalogs side by
 # side, and make test's time from .ci/run's record, judged against the
-# targets (README, Performance). About an hour on 2 cores;
+# targets (docs/performance.md). About an hour on 2 cores;
 # BENCH_FLAGS=--runtimes=containerd-2.4 --sweep= --no-matrix for a part.
 BENCH_FLAGS ?=
 .PHONY: bench
@@ -133,13 +152,15 @@ soak:
 
 # The first containerd tag between GOOD and BAD at which SCENARIO's verdict
 # or leaked kinds change (cnifault bisect), each tag run with the gate's
-# flags: make bisect SCENARIO=no-cni-config GOOD=v1.7.18 BAD=v1.7.35.
+# flags: make bisect SCENARIO=no-cni-config GOOD=v1.7.18 BAD=v1.7.35. GOOD
+# may be the newer end (a fix). BISECT_FLAGS are the command's own, e.g.
+# --pre-releases.
 # deps gets what any containerd build needs (the family, containerd: the
 # bisect builds its tags into the cache itself).
 .PHONY: bisect
 bisect: build
 	bash hack/deps.sh containerd
-	exec $(BIN)/cnifault bisect --scenario '$(SCENARIO)' --good '$(GOOD)' --bad '$(BAD)' \
+	exec $(BIN)/cnifault bisect --scenario '$(SCENARIO)' --good '$(GOOD)' --bad '$(BAD)' $(BISECT_FLAGS) \
 	  --report-dir $(OUT)/bisect/$(SCENARIO) --work-dir $(OUT)/work --cni-plugin-dir $(OUT)/cni/bin \
 	  --pause-binary $(BIN)/cnifault-pause --fault-plugin $(BIN)/cni-fault --runc-wrapper $(BIN)/cnifault-runc-wrapper \
 	  --nri-plugin $(BIN)/cnifault-nri -- -ginkgo.fail-on-empty -ginkgo.timeout=20m $(GINKGO_FLAGS)
@@ -151,30 +172,57 @@ vet:
 # workflows; and the workflows' honesty (internal/deps): e2e.yml's jobs are
 # every line of the runtime tables, with no runtime or version of its own,
 # each running make deps and hack/gate.sh under hack/known-failures.yaml,
-# the file make test pins its verdicts from. actionlint also runs
+# the file make test pins its verdicts from; no binary is tracked
+# (internal/deps TestNoBinaryIsTracked); and the README's CI job, the one a
+# runtime project copies, is a valid workflow. actionlint also runs
 # shellcheck on `run:` scripts when shellcheck is installed (apt-get
-# install shellcheck); without it, that check is skipped. Needs neither
-# root nor a runtime.
+# install shellcheck); without it, that check is skipped. And the runtime
+# tables pin each release line's newest tag: listed by the Go module proxy
+# or served when asked by name (fixtures/modproxy), so this target asks the
+# proxy (GOPROXY) and turns red the day upstream publishes a patch; make
+# unit tests the check on a fake proxy only. Needs neither root nor a
+# runtime.
 .PHONY: lint
 lint:
 	$(GO) vet ./...
 	$(GO) tool actionlint $(if $(shell command -v shellcheck),,-shellcheck=) .github/workflows/*.yml
-	$(GO) test -count=1 -run '^(TestRuntimeTablesAreWellFormed|TestE2E.*)$$' ./internal/deps
+	CNIFAULT_CHECK_NEWEST=1 $(GO) test -count=1 -run '^(TestRuntimeTablesAreWellFormed|TestRuntimeTablesPinTheNewestTagOfEachLine|TestE2E.*|TestNoBinaryIsTracked|TestTheREADMEsCIJobIsAValidWorkflow)$$' ./internal/deps
 
 unit:
 	CNIFAULT_REQUIRE=1 $(GO) test -count=1 $(UNIT_PKGS)
 
 # The bound is the package's: the matrix of every managed runtime (ten, two
-# at a time: about 9.5 minutes on a loaded 2-core machine) is only part of it.
+# at a time: about 9.5 minutes on a loaded 2-core machine) is only part of it,
+# and so is containerd-2.4's catalog on a quarter of one CPU (the slow node:
+# 5-6 minutes on a loaded machine).
 selfvalidate:
-	CNIFAULT_REQUIRE=1 CNIFAULT_SUITE_BINARY=$(BIN)/cnifault $(GO) test -count=1 -timeout 90m ./suites/selfvalidation
+	CNIFAULT_REQUIRE=1 CNIFAULT_SUITE_BINARY=$(BIN)/cnifault $(GO) test -count=1 -timeout 105m ./suites/selfvalidation
 
-# The README's verdict matrix, from the reports `make matrix` wrote: every
+# The slow node (suites/selfvalidation/slow_node_test.go): the catalog of
+# each of SLOW_RUNTIMES with the harness, the runtime, its shims and plugins
+# (and its pods) in one cgroup limited to a quarter of one CPU, pinned to
+# the same verdicts and signatures as the idle run. make test runs it for
+# containerd-2.4; crio-1.36 (about 13 minutes) runs here. Needs root.
+SLOW_RUNTIMES ?= crio-1.36
+.PHONY: slow
+slow: deps build
+	CNIFAULT_REQUIRE=1 CNIFAULT_SUITE_BINARY=$(BIN)/cnifault CNIFAULT_SLOW_RUNTIMES='$(SLOW_RUNTIMES)' \
+	  $(GO) test -v -count=1 -timeout 120m ./suites/selfvalidation -ginkgo.label-filter=slow-node -ginkgo.v $(GINKGO_FLAGS)
+
+# docs/scenarios.md, generated from the catalog and the expectations file
+# (cnifault docs): make test fails where it is stale (the self-validation's
+# docs spec), so a new scenario, or a changed expectation, is documented
+# with the change.
+.PHONY: docs
+docs: $(BIN)/cnifault
+	$(BIN)/cnifault docs --known-failures hack/known-failures.yaml > docs/scenarios.md.tmp && mv -f docs/scenarios.md.tmp docs/scenarios.md
+
+# The verdict matrix of docs/runtimes.md, from the reports `make matrix` wrote: every
 # MATRIX_DIR/*/report.json, one column each in the order of their dir names.
 # Run `make matrix` (every managed runtime) first, into a MATRIX_DIR that
 # holds no reports of other runtimes from an earlier matrix.
 verdict-table: $(BIN)/cnifault
-	$(BIN)/cnifault compare --readme README.md $(sort $(wildcard $(MATRIX_DIR)/*/report.json))
+	$(BIN)/cnifault compare --readme docs/runtimes.md $(sort $(wildcard $(MATRIX_DIR)/*/report.json))
 
 clean:
 	rm -rf $(OUT)

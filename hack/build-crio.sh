@@ -7,8 +7,9 @@
 #
 # A tag whose two binaries are already there is skipped.
 #
-#   $CNIFAULT_CACHE/crio-<tag>/bin/{crio,pinns}   the binaries
-#   $CNIFAULT_CACHE/crio-<tag>/module/            the scratch module built in
+#   $CNIFAULT_CACHE/crio-<tag>-r<recipe>/bin/{crio,pinns}   the binaries
+#   $CNIFAULT_CACHE/crio-<tag>-r<recipe>/module/            the scratch module built in
+# (<recipe>: hack/lines.sh's BUILD_RECIPE[crio])
 #
 # crio is built in a scratch module that requires cri-o at the tag, never in
 # the project's module: cri-o's own go.mod decides its dependencies, and the
@@ -30,6 +31,11 @@
 # client, used only for checkpoint/restore, which the harness's config turns
 # off (enable_criu_support = false): no path a verdict depends on.
 #
+# Version flags, as each tag's Makefile sets them (BASE_LDFLAGS): buildDate,
+# and from v1.36 buildCommit, the tag's commit as the module proxy records
+# it (v1.34.0 and v1.35.2 read the commit from Go's VCS stamp only, which a
+# module build has not). The version itself is a constant in the source.
+#
 # Build tags: containers_image_openpgp (no gpgme), and no btrfs or
 # devicemapper graph drivers (no C libraries for them; the harness uses
 # overlay). Without the seccomp tag crio runs pods without a seccomp profile,
@@ -41,6 +47,8 @@
 set -euo pipefail
 
 CACHE="${CNIFAULT_CACHE:-${HOME:-/root}/.cache/cnifault}"
+# shellcheck source=hack/lines.sh
+source "$(dirname "$0")/lines.sh"
 CRIO_MODULE=github.com/cri-o/cri-o
 CRIO_BUILDTAGS="containers_image_openpgp exclude_graphdriver_btrfs exclude_graphdriver_devicemapper"
 CRIO_NOSUMDB="github.com/containerd/nri,github.com/CloudNativeAI/model-spec"
@@ -60,7 +68,8 @@ done
 # build VERSION builds one tag into the cache.
 build() {
   local CRIO_VERSION=$1
-  local base="$CACHE/crio-$CRIO_VERSION"
+  local base
+  base="$CACHE/$(cache_dir_name crio "$CRIO_VERSION")"
   local bin="$base/bin"
   if [[ -x "$bin/crio" && -x "$bin/pinns" ]]; then
     return 0
@@ -98,9 +107,14 @@ EOT
     export GONOSUMDB="$CRIO_NOSUMDB" GOFLAGS=-mod=mod GOWORK=off
     log "  go mod download ($CRIO_MODULE@$CRIO_VERSION and its dependencies)"
     go mod download "$CRIO_MODULE@$CRIO_VERSION"
-    log "  go build crio (tags: $CRIO_BUILDTAGS)"
-    go build -trimpath -tags "$CRIO_BUILDTAGS" \
-      -ldflags "-s -w -X $CRIO_MODULE/internal/version.buildDate=$build_date" \
+    local ldflags="-s -w -X $CRIO_MODULE/internal/version.buildDate=$build_date" src commit
+    src=$(go list -m -f '{{.Dir}}' "$CRIO_MODULE")
+    commit=$(go list -m -f '{{with .Origin}}{{.Hash}}{{end}}' "$CRIO_MODULE@$CRIO_VERSION")
+    if grep -q '^[[:space:]]*buildCommit[[:space:]]' "$src/internal/version/version.go" && [[ -n $commit ]]; then
+      ldflags+=" -X $CRIO_MODULE/internal/version.buildCommit=$commit"
+    fi
+    log "  go build crio (tags: $CRIO_BUILDTAGS; ldflags: $ldflags)"
+    go build -trimpath -tags "$CRIO_BUILDTAGS" -ldflags "$ldflags" \
       -o "$tmp/crio" "$CRIO_MODULE/cmd/crio"
   )
 

@@ -22,13 +22,16 @@
 #
 # Built artefacts that take minutes are cached outside the clone, keyed by
 # version, so a fresh CI clone on the same node reuses them:
-#   $CNIFAULT_CACHE/containerd-<tag>/bin    each managed containerd line built from its
+#   $CNIFAULT_CACHE/containerd-<tag>-r<recipe>/bin
+#                                           each managed containerd line built from its
 #                                           module (cmd/cnifault-build, inside a copy of the
 #                                           module's own source tree)
 #   $CNIFAULT_CACHE/runc-<tag>/runc         the pinned runc (programs.txt's build:runc@<tag>)
 #   $CNIFAULT_CACHE/cni-plugins-<ver>/      reference CNI plugins from go.mod's pin
-#   $CNIFAULT_CACHE/crio-<tag>/bin          each managed CRI-O line's crio and pinns
+#   $CNIFAULT_CACHE/crio-<tag>-r<recipe>/bin
+#                                           each managed CRI-O line's crio and pinns
 #                                           (hack/build-crio.sh)
+# (<recipe>: hack/lines.sh's BUILD_RECIPE, raised when a family's build changes)
 #
 # Two runs at once (two `make e2e` in one checkout, or two clones sharing the
 # cache) take turns: everything below the root check holds an exclusive lock
@@ -237,7 +240,7 @@ fi
 if ((${#containerd_tags[@]})); then
   missing_tags=()
   for tag in "${containerd_tags[@]}"; do
-    dir="$CACHE/containerd-$tag/bin"
+    dir="$CACHE/$(cache_dir_name containerd "$tag")/bin"
     [[ -x $dir/containerd && -x $dir/containerd-shim-runc-v2 && -x $dir/ctr ]] || missing_tags+=("$tag")
   done
   if ((${#missing_tags[@]})); then

@@ -3,7 +3,7 @@
 # version its build is cached by. Prints GitHub step outputs, which
 # .github/workflows/e2e.yml appends to $GITHUB_OUTPUT:
 #
-#   include=[{"runtime":"containerd-1.7","version":"v1.7.35","cache":"containerd-v1.7.35"},...]
+#   include=[{"runtime":"containerd-1.7","version":"v1.7.36","cache":"containerd-v1.7.36-r2"},...]
 #   cni-plugins=v1.10.0
 #   runc=v1.5.3
 #

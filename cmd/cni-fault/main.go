@@ -11,6 +11,7 @@ package main
 import (
 	"encoding/json"
 	"os"
+	"strings"
 
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
@@ -23,6 +24,37 @@ import (
 // results must carry an IP address, so an ADD that passes without a
 // prevResult could not be expressed in them.
 var supported = version.VersionsStartingFrom("0.3.0")
+
+// What make build stamps into the binary (-ldflags -X), as into cnifault:
+// the release tag (empty for an untagged commit) and the commit. A report
+// names the fault plugin by them (report.PluginVersions reads the about
+// line), since a build of an untagged commit has no module version.
+var (
+	harnessVersion string
+	harnessCommit  string
+)
+
+// about is the plugin's about line: "CNI cni-fault plugin v1.2.0 (commit
+// 5157b43c1a2b)", what a CNI plugin prints when run without a command.
+func about() string {
+	s := "CNI cni-fault plugin "
+	if harnessVersion != "" {
+		s += harnessVersion
+	} else {
+		s += "devel"
+	}
+	if harnessCommit != "" {
+		hash, dirty, _ := strings.Cut(harnessCommit, "-")
+		if len(hash) > 12 {
+			hash = hash[:12]
+		}
+		if dirty != "" {
+			hash += "-" + dirty
+		}
+		s += " (commit " + hash + ")"
+	}
+	return s + ": fails on command"
+}
 
 // errorVersion is the config's cniVersion once a handler has parsed it, so
 // that error objects carry it as the CNI spec asks; skel's own printer omits
@@ -42,7 +74,7 @@ func main() {
 		Check:  handler(cniconf.VerbCheck),
 		Status: handler(cniconf.VerbStatus),
 		GC:     handler(cniconf.VerbGC),
-	}, supported, "cni-fault: a CNI plugin that fails on command")
+	}, supported, about())
 	if e != nil {
 		printError(e)
 		os.Exit(1)

@@ -124,8 +124,8 @@ func TestDepsChoosesWhatTheRuntimeNeeds(t *testing.T) {
 		apt, notApt     []string
 		build, notBuilt []string
 	}{
-		{[]string{"containerd-2.4"}, []string{"nftables", "iptables", "gcc", "libseccomp-dev"}, []string{"conmon", "skopeo", "containerd", "runc"}, []string{"containerd@v2.4.2", "runc@" + runcTag, "cni-plugins"}, []string{"crio@v1.34.0", "containerd@v1.7.35"}},
-		{[]string{"containerd-1.7"}, []string{"nftables"}, []string{"conmon", "containerd", "runc"}, []string{"containerd@v1.7.35", "runc@" + runcTag, "cni-plugins"}, []string{"crio@v1.34.0", "containerd@v2.4.2"}},
+		{[]string{"containerd-2.4"}, []string{"nftables", "iptables", "gcc", "libseccomp-dev"}, []string{"conmon", "skopeo", "containerd", "runc"}, []string{"containerd@v2.4.2", "runc@" + runcTag, "cni-plugins"}, []string{"crio@v1.34.0", "containerd@v1.7.36"}},
+		{[]string{"containerd-1.7"}, []string{"nftables"}, []string{"conmon", "containerd", "runc"}, []string{"containerd@v1.7.36", "runc@" + runcTag, "cni-plugins"}, []string{"crio@v1.34.0", "containerd@v2.4.2"}},
 		// 1.6 is built from its module like every line: no Debian package.
 		{[]string{"containerd-1.6"}, []string{"nftables"}, []string{"containerd", "runc", "conmon"}, []string{"containerd@v1.6.38", "runc@" + runcTag, "cni-plugins"}, []string{"crio@v1.34.0", "containerd@v2.4.2"}},
 		{[]string{"crio-1.34"}, []string{"conmon", "skopeo", "nftables", "gcc", "make"}, []string{"containerd", "runc"}, []string{"crio@v1.34.0", "runc@" + runcTag, "cni-plugins"}, []string{"containerd@v2.4.2", "crio@v1.36.3"}},
@@ -137,7 +137,7 @@ func TestDepsChoosesWhatTheRuntimeNeeds(t *testing.T) {
 		// but no CRI-O built: no make for pinns.
 		{[]string{crioDir}, []string{"conmon", "skopeo", "nftables", "gcc"}, []string{"containerd", "runc", "make"}, []string{"cni-plugins", "runc@" + runcTag}, []string{"crio@v1.34.0", "crio@v1.36.3", "containerd@v2.4.2"}},
 		{[]string{"containerd"}, []string{"libseccomp-dev"}, []string{"containerd", "conmon", "runc"}, []string{"cni-plugins", "runc@" + runcTag}, []string{"containerd@v2.4.2"}},
-		{nil, []string{"conmon", "skopeo", "nftables", "util-linux", "libseccomp-dev"}, []string{"containerd", "runc"}, []string{"containerd@v1.6.38", "containerd@v1.7.35", "containerd@v2.0.14", "containerd@v2.4.2", "crio@v1.34.0", "crio@v1.35.2", "crio@v1.36.3", "runc@" + runcTag, "cni-plugins"}, nil},
+		{nil, []string{"conmon", "skopeo", "nftables", "util-linux", "libseccomp-dev"}, []string{"containerd", "runc"}, []string{"containerd@v1.6.38", "containerd@v1.7.36", "containerd@v2.0.14", "containerd@v2.4.2", "crio@v1.34.0", "crio@v1.35.2", "crio@v1.36.3", "runc@" + runcTag, "cni-plugins"}, nil},
 	}
 	for _, c := range cases {
 		apt, build := list(c.runtimes...)

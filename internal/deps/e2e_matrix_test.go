@@ -14,6 +14,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/cnifault/cnifault/fixtures/containerd"
+	"github.com/cnifault/cnifault/fixtures/crio"
 	"github.com/cnifault/cnifault/fixtures/daemon"
 	"github.com/cnifault/cnifault/internal/testenv"
 )
@@ -34,6 +36,11 @@ var lineVersion = regexp.MustCompile(`^v(\d+\.\d+)\.\d+$`)
 // families are the managed runtime tables, hack/<family>-lines.txt, in the
 // order the matrix lists them.
 var families = []string{"containerd", "crio"}
+
+// cacheNames are each family's cache dir of a tag's build, as the
+// harness looks for it: hack/lines.sh names the dir hack/deps.sh builds
+// into (and CI caches) the same way, with the same build recipe.
+var cacheNames = map[string]func(string) string{"containerd": containerd.CacheName, "crio": crio.CacheName}
 
 // tableLines reads hack/<family>-lines.txt, failing the test on any row
 // that is not `<family>-<major>.<minor> v<major>.<minor>.<patch>` of one
@@ -121,7 +128,8 @@ func e2eMatrix(root string) (map[string]string, error) {
 
 // The matrix is every line of the tables, containerd's and then CRI-O's,
 // each in its order, with the version it is built at; each built runtime is
-// cached in the dir hack/deps.sh names by family and version.
+// cached in the dir hack/deps.sh names by family, version and build recipe,
+// where the harness looks for it.
 func TestE2EMatrixIsEveryManagedRuntime(t *testing.T) {
 	root := testenv.RepoRoot(t)
 	outputs, err := e2eMatrix(root)
@@ -135,7 +143,7 @@ func TestE2EMatrixIsEveryManagedRuntime(t *testing.T) {
 	var want []matrixEntry
 	for _, family := range families {
 		for _, l := range tableLines(t, family) {
-			want = append(want, matrixEntry{Runtime: l.name, Version: l.version, Cache: family + "-" + l.version})
+			want = append(want, matrixEntry{Runtime: l.name, Version: l.version, Cache: cacheNames[family](l.version)})
 		}
 	}
 	if !slices.Equal(got, want) {

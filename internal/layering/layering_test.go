@@ -54,12 +54,18 @@ var allowed = map[string][]string{
 	// (host.RunInMountNS). `cnifault gate` and compare judge reports read
 	// back by the rules (fixtures/verdict), --require-coverage's too.
 	"fixtures/cli": {"cniconf", "fixtures/runtimes", "fixtures/external", "fixtures/report", "fixtures/verdict", "fixtures/bisect", "fixtures/containerd",
-		"fixtures/sonobuoy", "fixtures/host"},
+		"fixtures/modproxy", "fixtures/sonobuoy", "fixtures/host", "hack"},
 	// Sonobuoy's worker contract: a run's report dir handed over.
 	"fixtures/sonobuoy": {"fixtures/report"},
-	// The search over containerd's tags: it knows the report it reads, and
-	// the cnifault binary only as a program to run.
-	"fixtures/bisect": {"fixtures/report", "fixtures/verdict"},
+	// The search over containerd's tags: it knows the report it reads (and
+	// the rules' Outcome of a scenario), the tags that exist (modproxy),
+	// and the cnifault binary only as a program to run.
+	"fixtures/bisect": {"fixtures/report", "fixtures/verdict", "fixtures/modproxy"},
+	// The tags a Go module proxy lists or serves by name, shared by bisect
+	// and the runtime tables' check (internal/deps); and its fake proxy
+	// for tests.
+	"fixtures/modproxy":              {},
+	"fixtures/modproxy/modproxytest": {},
 	// Verdicts and the report know the inventory's and the journal's data,
 	// never a runtime.
 	"fixtures/verdict": {"cniconf", "fixtures/inspect", "fixtures/report"},
@@ -67,6 +73,9 @@ var allowed = map[string][]string{
 	// runtime through fixtures/runtimes, as the suite does.
 	"fixtures/scenario": {"cniconf", "fixtures/runtimes", "fixtures/inspect", "fixtures/host",
 		"fixtures/report", "fixtures/verdict"},
+	// The expectations file embedded (a build carries the expectations it
+	// shipped with): data, importing nothing.
+	"hack":              {},
 	"internal/testenv":  {"fixtures/host"},
 	"internal/layering": {},
 	"internal/deps":     {},
@@ -83,7 +92,7 @@ var allowed = map[string][]string{
 	"fixtures/stacks": {},
 	// The conformance suite knows runtimes only through fixtures/runtimes.
 	"suites/cni": {"cniconf", "fixtures/cli", "fixtures/verdict", "fixtures/scenario", "fixtures/runtimes", "fixtures/external",
-		"fixtures/inspect", "fixtures/host", "fixtures/cri", "fixtures/report", "fixtures/stacks"},
+		"fixtures/inspect", "fixtures/host", "fixtures/cri", "fixtures/report", "fixtures/stacks", "hack"},
 }
 
 // Packages that may import anything but suites: the self-validation starts

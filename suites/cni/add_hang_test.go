@@ -1,7 +1,6 @@
 package cni_test
 
 import (
-	"fmt"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -24,12 +23,35 @@ var (
 	repeatHangDeadline = scn.PastHang(cniconf.VerbAdd, 2*time.Second)
 )
 
-const (
-	// hangSettleWindow is how long after the deadline the runtime may take
-	// to finish its own cleanup before a leftover counts as a leak: a
-	// runtime keeps working on a call whose client gave up.
-	hangSettleWindow = 15 * time.Second
+// hangSettleWindow is how long after the deadline the runtime may take to
+// finish its own cleanup before a leftover counts as a leak: a runtime
+// keeps working on a call whose client gave up. hangSettles are the
+// inventories over it, at least scn.MinRounds however long each takes;
+// hangRetries kubelet's retries of the pod over it.
+const hangSettleWindow = 15 * time.Second
+
+var (
+	hangSettles = scn.Rounds{Span: hangSettleWindow, Interval: 250 * time.Millisecond, Min: scn.MinRounds}
+	hangRetries = scn.Rounds{Span: hangSettleWindow, Interval: time.Second, Min: scn.MinRounds}
 )
+
+// leaksSettle inventories the instance over hangSettles until it holds no
+// leak, and returns the last inventory's. Where what is left is held by a
+// hung ADD that the runtime keeps past the window (CRI-O: scn.HeldByHang),
+// the window ends at once with the inventory it would end with, and held
+// says why; elsewhere held is "".
+func (sc *scenario) leaksSettle(ctx SpecContext) (left leakReport, held string) {
+	GinkgoHelper()
+	pollRounds(ctx, hangSettles, hangSettles.Bound(inventoryBound), func() bool {
+		left = sc.Leaks(ctx)
+		if len(left.Leaks) == 0 {
+			return true
+		}
+		held = sc.HeldByHang(hangSettleWindow)
+		return held != ""
+	})
+	return left, held
+}
 
 var _ = Describe("RunPodSandbox", func() {
 	var sc *scenario
@@ -50,24 +72,18 @@ var _ = Describe("RunPodSandbox", func() {
 			contract.Expect(err).To(HaveOccurred(), "RunPodSandbox returned although ADD hangs")
 
 			By("waiting for the runtime to clean up within the settle window")
-			contract.Eventually(func(g Gomega) {
-				left := sc.Leaks(ctx)
-				// What a call held by a hung ADD made cannot go before
-				// the window ends (CRI-O): judge it now, as the window's
-				// end would.
-				if why := sc.HeldByHang(hangSettleWindow); why != "" && len(left.Leaks) > 0 {
-					StopTrying(fmt.Sprintf("%s\n(%s: none of it can go within the %s settle window)",
-						BeClean().FailureMessage(left), why, hangSettleWindow)).Now()
-				}
-				g.Expect(left).To(BeClean())
-			}).WithContext(ctx).WithTimeout(hangSettleWindow).WithPolling(250 * time.Millisecond).Should(Succeed())
+			left, held := sc.leaksSettle(ctx)
+			var why []any
+			if held != "" {
+				why = []any{"%s: none of it can go within the %s settle window", held, hangSettleWindow}
+			}
+			contract.Expect(left).To(BeClean(), why...)
 
 			By("running the same pod again now that ADD passes")
-			quiet := NewGomega(func(string, ...int) {})
-			quiet.Eventually(func() error {
+			pollRounds(ctx, hangRetries, hangRetries.Bound(criCallTimeout), func() bool {
 				_, err = sc.RunSandboxE(ctx)
-				return err
-			}).WithContext(ctx).WithTimeout(hangSettleWindow).WithPolling(time.Second).Should(Succeed())
+				return err == nil
+			})
 			sc.expectStartedAgain(ctx, err, "the same pod's retry once ADD passes (a sandbox name reserved by the abandoned call refuses it)")
 		}, SpecTimeout(scenarioTimeout))
 	})

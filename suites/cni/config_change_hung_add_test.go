@@ -2,6 +2,7 @@ package cni_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -136,11 +137,7 @@ var _ = Describe("RunPodSandbox beside a pod whose ADD hangs", func() {
 			// Inventoried before any verdict, so that the report holds what
 			// was left whichever part of the contract failed.
 			By("inventorying the instance within the settle window")
-			var left leakReport
-			quiet.Eventually(func() bool {
-				left = sc.Leaks(ctx)
-				return len(left.Leaks) == 0
-			}).WithContext(ctx).WithTimeout(hangSettleWindow).WithPolling(250 * time.Millisecond).Should(BeTrue())
+			left, _ := sc.leaksSettle(ctx)
 
 			sc.expectStartedAgain(ctx, runErr, "the second pod's start beside the hung ADD")
 			if proof != "" {
@@ -169,15 +166,22 @@ var _ = Describe("RunPodSandbox beside a pod whose ADD hangs", func() {
 // first is not held (it passed so on a loaded crio-1.36).
 func (sc *scenario) awaitRewriteMet(ctx SpecContext, dumps *stackDumps, name, marker string) string {
 	GinkgoHelper()
-	var met string
-	Eventually(func(g Gomega) {
+	// The runtime's events where it shows them: a reload still reading is
+	// at work on the write (Reloading), as is one whose watcher has not
+	// logged the write yet (Pending), and the wait goes on (awaitNetwork).
+	w := newNetworkWait()
+	w.Start(time.Now())
+	var met, why string
+	var last error
+	quiet := NewGomega(func(string, ...int) {})
+	quiet.Eventually(func() bool {
 		// A reload waiting for its write lock has met the write; on a
 		// runtime whose CRI Status waits for the same lock, that is known
 		// before Status's deadline.
 		if gs, _, ok := dumps.take(ctx); ok {
 			if at, ok := stacks.WaitingReload(gs); ok {
 				met = "its reload waits behind the hung ADD's read lock (goroutine dump: " + at + ")"
-				return
+				return true
 			}
 		}
 		cctx, cancel := context.WithTimeout(ctx, statusAnswerDeadline)
@@ -185,22 +189,32 @@ func (sc *scenario) awaitRewriteMet(ctx SpecContext, dumps *stackDumps, name, ma
 		st, err := runtimes.Network(cctx, rt)
 		if err != nil && cctx.Err() != nil && ctx.Err() == nil {
 			met = fmt.Sprintf("CRI Status did not answer within %s: its network status waits for the reload", statusAnswerDeadline)
-			return
+			return true
 		}
-		g.Expect(err).NotTo(HaveOccurred())
+		pending := false
 		switch {
+		case err != nil:
+			last = err
 		case st.ReloadRead:
 			met = "its watcher met the write, and its reload read the conf dir and has not ended"
+			return true
 		case st.Reloading:
-			g.Expect(st.Reloading).To(BeFalse(), "the runtime's reload of the conf dir is still reading it")
+			last, pending = errors.New("the runtime's reload of the conf dir is still reading it"), true
 		case st.HoldsNetwork(name) && (st.CNIConfig == "" || strings.Contains(st.CNIConfig, marker)):
 			met = "it holds the rewritten list"
+			return true
+		case !st.HoldsNetwork(name):
+			last, pending = fmt.Errorf("the runtime has not met the rewrite: %s %v", st.CNIConfig, st.Networks), st.Pending
 		default:
-			g.Expect(st.HoldsNetwork(name)).To(BeTrue(), "the runtime has not met the rewrite: %s %v", st.CNIConfig, st.Networks)
-			g.Expect(st.CNIConfig).To(ContainSubstring(marker), "the runtime still holds the list from before the rewrite")
+			last, pending = fmt.Errorf("the runtime still holds the list from before the rewrite (no %s in %s)", marker, st.CNIConfig), st.Pending
 		}
-	}).WithContext(ctx).WithTimeout(networkSettleTimeout).WithPolling(pollInterval).Should(Succeed(),
-		"the runtime did not meet the rewrite of network %q", name)
+		if over, because := w.Over(time.Now(), pending); over {
+			why = because
+			StopTrying(because).Now()
+		}
+		return false
+	}).WithContext(ctx).WithTimeout(networkWaitBound).WithPolling(pollInterval).Should(BeTrue())
+	Expect(met).NotTo(BeEmpty(), "the runtime did not meet the rewrite of network %q: %v (%s)", name, last, why)
 	return met
 }
 

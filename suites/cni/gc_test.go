@@ -16,10 +16,15 @@ import (
 	scn "github.com/cnifault/cnifault/fixtures/scenario"
 )
 
-// gcWindow is how long after a restart the harness waits for the runtime's
-// CNI GC: CRI-O sends it once its restore is done (server/server.go), within
-// a second or two here.
-const gcWindow = 2 * time.Second
+// CRI-O sends CNI GC once per start, before its NetworkReady turns true:
+// server.go restore asks for it before CRI is served, and where the plugin
+// is not ready yet cnimgr.go defers it to the first STATUS poll that passes,
+// which runs it under the manager's lock before it clears lastError, the
+// lock CRI Status's NetworkReady (ReadyOrError) waits for. So once a CRI
+// Status after the restart says NetworkReady, the GC has run and cni-fault
+// has journaled it (the event); the journal is then read over gcPolls, for
+// a runtime that garbage-collects on a timer of its own shortly after.
+var gcPolls = scn.Rounds{Span: 2 * time.Second, Interval: pollInterval, Min: scn.MinRounds}
 
 // CNI 1.1's GC gives plugins the attachments that are still valid, so that
 // what leaked can be freed. CRI-O sends it once per start; containerd does
@@ -137,21 +142,22 @@ func skipWithoutCNI11(err error) {
 // attachments (a finding, with the journal as its proof).
 func (sc *scenario) expectGC(ctx SpecContext, since time.Time) []cniconf.JournalEntry {
 	GinkgoHelper()
+	sc.waitReady(ctx)
 	var gcs []cniconf.JournalEntry
-	quiet := NewGomega(func(string, ...int) {})
 	var readErr error
-	seen := quiet.Eventually(func() int {
+	seen := pollRounds(ctx, gcPolls, gcPolls.Bound(time.Second), func() bool {
 		var entries []cniconf.JournalEntry
 		entries, readErr = sc.Journal()
 		gcs = slices.DeleteFunc(entries, func(e cniconf.JournalEntry) bool {
 			return e.Verb != cniconf.VerbGC || e.Time.Before(since)
 		})
-		return len(gcs)
-	}).WithContext(ctx).WithTimeout(gcWindow).WithPolling(pollInterval).Should(BeNumerically(">", 0))
+		return len(gcs) > 0
+	})
 	if !seen {
 		// A finding only where the journal was read.
 		Expect(readErr).NotTo(HaveOccurred(), "reading cni-fault's journal")
-		skipLacking(report.NeedCNIGC, fmt.Sprintf("the runtime did not invoke CNI GC within %s of a restart (cni-fault's journal holds no GC call): it does not garbage-collect CNI attachments", gcWindow))
+		skipLacking(report.NeedCNIGC, fmt.Sprintf("the runtime did not invoke CNI GC by the time it reported NetworkReady after a restart, nor in the %s after "+
+			"(cni-fault's journal holds no GC call): it does not garbage-collect CNI attachments", gcPolls))
 	}
 	sc.FaultsFired = append(sc.FaultsFired, fmt.Sprintf("GC with %d valid attachments", len(gcs[0].ValidAttachments)))
 	return gcs

@@ -1,7 +1,6 @@
 package cni_test
 
 import (
-	scn "github.com/cnifault/cnifault/fixtures/scenario"
 	. "github.com/onsi/ginkgo/v2"
 )
 
@@ -21,6 +20,6 @@ var _ = Describe("RunPodSandbox", func() {
 		}, NodeTimeout(scenarioSetupTimeout))
 
 		// A runtime that holds the call (one never ready) meets the deadline.
-		itFailsAndLeavesNothingWithin(func() *scenario { return sc }, scn.Within(mayBlockCallTimeout))
+		itFailsAndLeavesNothingWithin(func() *scenario { return sc }, mayBlockDeadline)
 	})
 })

@@ -1,8 +1,6 @@
 package cni_test
 
 import (
-	"os"
-
 	. "github.com/onsi/ginkgo/v2"
 	"github.com/onsi/ginkgo/v2/types"
 
@@ -10,7 +8,7 @@ import (
 	"github.com/cnifault/cnifault/fixtures/verdict"
 )
 
-var live = cli.NewProgress(os.Stdout)
+var live = cli.NewProgress(stdout)
 
 // registerProgress adds the nodes that show each scenario as it runs. It is
 // called just before RunSpecs, not at package level: Ginkgo's PreviewSpecs

@@ -9,6 +9,7 @@ import (
 	"github.com/onsi/ginkgo/v2/reporters"
 	"github.com/onsi/ginkgo/v2/types"
 
+	"github.com/cnifault/cnifault/fixtures/cli"
 	"github.com/cnifault/cnifault/fixtures/report"
 	"github.com/cnifault/cnifault/fixtures/verdict"
 )
@@ -47,15 +48,16 @@ var _ = ReportAfterSuite("cnifault report", func(r Report) {
 	rep.Command = report.CommandLine(os.Args...)
 	rep.Processes, rep.Serial = 1, tc.SerialReason()
 	exitCode = verdict.Publish(rep, verdict.Publication{
-		Stdout: os.Stdout, Stderr: os.Stderr,
+		Stdout: stdout, Stderr: os.Stderr,
 		KnownFailures: tc.KnownFailures, RequireCoverage: tc.RequireCoverage, ReportDir: tc.ReportDir,
-		JUnit: func(path string) error { return reporters.GenerateJUnitReport(r, path) },
+		Shipped: cli.ShippedExpectations(),
+		JUnit:   func(path string) error { return reporters.GenerateJUnitReport(r, path) },
 	})
 })
 
 // suiteOf is Ginkgo's suite report as the verdicts need it.
 func suiteOf(r Report) verdict.Suite {
-	out := verdict.Suite{StartTime: r.StartTime, RunTime: r.RunTime}
+	out := verdict.Suite{StartTime: r.StartTime, RunTime: r.RunTime, Harness: &tc.Harness}
 	for _, s := range r.SpecReports {
 		if s.LeafNodeType.Is(types.NodeTypeBeforeSuite | types.NodeTypeSynchronizedBeforeSuite) {
 			decodeEntry(s, runtimeEntry, &out.Runtime)

@@ -2,7 +2,6 @@ package cni_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/cnifault/cnifault/cniconf"
+	"github.com/cnifault/cnifault/fixtures/cri"
 	"github.com/cnifault/cnifault/fixtures/inspect"
 	"github.com/cnifault/cnifault/fixtures/runtimes"
 	scn "github.com/cnifault/cnifault/fixtures/scenario"
@@ -21,37 +21,39 @@ import (
 
 // Timeouts of scenario nodes and the calls inside them.
 const (
-	// scenarioSetupBase bounds a scenario's setup but for what the runtime
-	// does to take a new config up (scenarioSetupTimeout adds it).
+	// scenarioSetupBase bounds a scenario's setup but for the wait for the
+	// runtime to take a new config up (scenarioSetupTimeout adds
+	// networkWaitBound).
 	scenarioSetupBase = 45 * time.Second
 	// scenarioTimeout bounds one scenario's It: a few calls that each may
 	// take up to criCallTimeout on a loaded node.
 	scenarioTimeout = 5 * time.Minute
-	// scenarioRestoreBase bounds restore's own steps but for what the
-	// runtime does to take the healthy config up (scenarioRestoreTimeout
-	// adds it, and restoreMargin).
+	// scenarioRestoreBase bounds restore's own steps but for the wait for
+	// the runtime to take the healthy config up (scenarioRestoreTimeout
+	// adds networkWaitBound, and restoreMargin).
 	scenarioRestoreBase = 60 * time.Second
 	// restoreMargin is what restore leaves of its node's timeout, to return
 	// before it.
 	restoreMargin = 5 * time.Second
-	// networkSettleTimeout is how long a runtime may take to pick up a
-	// change in its CNI config dir.
-	networkSettleTimeout = 20 * time.Second
 	// criCallTimeout is the client deadline of a CRI call that models
 	// kubelet's: kubelet's own runtime-request-timeout. It is an upper
 	// bound, never a wait; report.json's slowest_call shows how long the
 	// runtime took.
 	criCallTimeout = scn.KubeletRequestTimeout
-	// mayBlockCallTimeout is the client deadline of a RunPodSandbox that a
-	// runtime may hold rather than fail while its network is not ready
-	// (a CRI-O that was never ready waits for CNI readiness; containerd,
-	// and a CRI-O that was ready once, fail at once). The
-	// contract then applies once the call has timed out: it failed, and
-	// nothing it made may be left. Kubelet would give up at the same point
-	// and retry.
-	mayBlockCallTimeout = 5 * time.Second
-	pollInterval        = 100 * time.Millisecond
+	pollInterval   = 100 * time.Millisecond
 )
+
+// mayBlockDeadline is the client deadline of a RunPodSandbox that a runtime
+// may hold rather than fail while its network is not ready (a CRI-O that
+// was never ready waits for CNI readiness; containerd, and a CRI-O that was
+// ready once, fail at once): kubelet's own, however slowly a loaded node
+// lets the runtime fail it, but mayBlockPastHeld once the runtime's log
+// says it holds the call (the event). The contract then applies once the
+// call has timed out: it failed, and nothing it made may be left. Kubelet
+// would give up at its deadline and retry.
+var mayBlockDeadline = scn.PastHeld(mayBlockPastHeld)
+
+const mayBlockPastHeld = 5 * time.Second
 
 // confFile is the one file the harness writes into the conf dir.
 const confFile = scn.ConfFile
@@ -69,6 +71,7 @@ var scenarioSeq int
 // registers the restore and reporting that follow the spec.
 func newScenario(ctx SpecContext) *scenario {
 	GinkgoHelper()
+	skipManagedOnlyOnExternal()
 	scenarioSeq++
 	id := currentScenarioID()
 	Expect(id).NotTo(BeEmpty(), "spec %q has no scenario label", CurrentSpecReport().FullText())
@@ -110,35 +113,33 @@ func scope() *inspect.Scope {
 func (sc *scenario) InstallNetwork(ctx SpecContext, l cniconf.NetworkList) {
 	GinkgoHelper()
 	sc.writeList(ctx, l)
-	Eventually(func(g Gomega) {
-		st, err := runtimes.Network(ctx, rt)
-		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(st.Ready).To(BeTrue(), "NetworkReady is false: %s %s (last load: %s)", st.Reason, st.Message, st.LastLoad)
-		g.Expect(st.HoldsNetwork(l.Name)).To(BeTrue(), "the runtime holds another CNI config: %s %v", st.CNIConfig, st.Networks)
-	}).WithContext(ctx).WithTimeout(networkSettleTimeout).WithPolling(pollInterval).Should(Succeed(),
-		"the runtime did not load network %q", l.Name)
+	Expect(awaitNetwork(ctx, holds(l.Name))).To(Succeed(), "the runtime did not load network %q", l.Name)
 }
 
 // InstallNetworkOrRefusal is InstallNetwork for a list that a runtime may
 // refuse to load (CRI-O validates a list's plugins when it loads it): it
-// also accepts a runtime that names the file as refused and has no usable
-// network (NetworkReady=false, or no network held). Then no ADD can happen, and the journal says nothing of DEL.
-func (sc *scenario) InstallNetworkOrRefusal(ctx SpecContext, l cniconf.NetworkList) {
+// also accepts a runtime that names the file as refused, for a reason that
+// names because (the fault the list carries), and has no usable network
+// (NetworkReady=false, or no network held). Then no ADD can happen, and the
+// journal says nothing of DEL. A refusal for another reason is not the
+// scenario's fault: the setup fails.
+func (sc *scenario) InstallNetworkOrRefusal(ctx SpecContext, l cniconf.NetworkList, because string) {
 	GinkgoHelper()
 	sc.writeList(ctx, l)
 	file := filepath.Join(rt.CNIConfDir(), confFile)
-	Eventually(func(g Gomega) {
-		st, err := runtimes.Network(ctx, rt)
-		g.Expect(err).NotTo(HaveOccurred())
+	var refusal string
+	Expect(awaitNetwork(ctx, func(st cri.NetworkStatus) error {
 		if why, refused := st.Refused[file]; refused && st.Unusable() {
-			GinkgoWriter.Printf("the runtime refused %s: %s\n", file, why)
-			sc.ExpectRefusal(why)
-			return
+			refusal = why
+			return nil
 		}
-		g.Expect(st.Ready).To(BeTrue(), "NetworkReady is false: %s %s (last load: %s)", st.Reason, st.Message, st.LastLoad)
-		g.Expect(st.HoldsNetwork(l.Name)).To(BeTrue(), "the runtime holds another CNI config: %s %v", st.CNIConfig, st.Networks)
-	}).WithContext(ctx).WithTimeout(networkSettleTimeout).WithPolling(pollInterval).Should(Succeed(),
-		"the runtime neither loaded nor refused network %q", l.Name)
+		return holds(l.Name)(st)
+	})).To(Succeed(), "the runtime neither loaded nor refused network %q", l.Name)
+	if refusal != "" {
+		Expect(refusal).To(ContainSubstring(because), "the runtime refused %s for a reason that does not name the fault", file)
+		GinkgoWriter.Printf("the runtime refused %s: %s\n", file, refusal)
+		sc.ExpectRefusal(refusal)
+	}
 }
 
 // writeList writes l as the only config and tells the runtime.
@@ -179,12 +180,12 @@ func (sc *scenario) InstallNoNetwork(ctx SpecContext) {
 
 func (sc *scenario) waitNoNetwork(ctx SpecContext) {
 	GinkgoHelper()
-	Eventually(func(g Gomega) {
-		st, err := runtimes.Network(ctx, rt)
-		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(st.Unusable()).To(BeTrue(), "the runtime still reports NetworkReady with %s %v", st.CNIConfig, st.Networks)
-	}).WithContext(ctx).WithTimeout(networkSettleTimeout).WithPolling(pollInterval).Should(Succeed(),
-		"the runtime did not drop its CNI config")
+	Expect(awaitNetwork(ctx, func(st cri.NetworkStatus) error {
+		if !st.Unusable() {
+			return fmt.Errorf("the runtime still reports NetworkReady with %s %v", st.CNIConfig, st.Networks)
+		}
+		return nil
+	})).To(Succeed(), "the runtime did not drop its CNI config")
 }
 
 // RunSandboxE runs the scenario's pod and returns the runtime's error. A
@@ -234,8 +235,9 @@ func (sc *scenario) RunSandbox(ctx SpecContext) string {
 
 // Leaks inventories the instance and returns what is there now that was
 // not there before the scenario began. What may yet go by itself
-// (verdict.Settling) gets up to scn.KernelSettle to go, or
-// scn.ForeignSettle on a runtime shared with other pods.
+// (verdict.Settling) gets up to scn.KernelSettle, and at least
+// scn.MinRounds more inventories, to go, or scn.ForeignSettle on a runtime
+// shared with other pods.
 func (sc *scenario) Leaks(ctx SpecContext) leakReport {
 	GinkgoHelper()
 	Expect(sc.Baselined).To(BeTrue(), "no baseline: Leaks before RunSandbox")
@@ -246,10 +248,15 @@ func (sc *scenario) Leaks(ctx SpecContext) leakReport {
 	return leakReport{Scenario: sc.ID, Leaks: sc.Scenario.Leaks}
 }
 
-// inventoryUntil takes inventories for up to window until settled holds
-// on one, and keeps the last: the verdict is judged on the inventory that
-// settled, since a fresh one taken after it could meet a foreign pod that
-// has only just begun to start.
+// inventoryBound bounds one inventory: a few CRI listings, each within
+// kubelet's deadline, and the node's own tables.
+const inventoryBound = criCallTimeout
+
+// inventoryUntil takes inventories until settled holds on one, for up to
+// window and at least scn.MinRounds of them after the first (a slow node
+// may take the whole window for one), and keeps the last: the verdict is
+// judged on the inventory that settled, since a fresh one taken after it
+// could meet a foreign pod that has only just begun to start.
 func (sc *scenario) inventoryUntil(ctx SpecContext, window time.Duration, settled func() bool) {
 	GinkgoHelper()
 	err := sc.Inventory(ctx)
@@ -257,11 +264,11 @@ func (sc *scenario) inventoryUntil(ctx SpecContext, window time.Duration, settle
 	if settled() {
 		return
 	}
-	quiet := NewGomega(func(string, ...int) {})
-	quiet.Eventually(func() bool {
+	w := scn.Rounds{Span: window, Interval: pollInterval, Min: scn.MinRounds}
+	pollRounds(ctx, w, w.Bound(inventoryBound), func() bool {
 		err = sc.Inventory(ctx)
 		return err == nil && settled()
-	}).WithContext(ctx).WithTimeout(window).WithPolling(pollInterval).Should(BeTrue())
+	})
 	Expect(err).NotTo(HaveOccurred(), "taking the inventory")
 }
 
@@ -276,33 +283,38 @@ func (sc *scenario) restore(sctx SpecContext) {
 	sc.Restore(ctx, waitNetwork, GinkgoWriter.Printf)
 }
 
-// waitNetwork polls, for up to networkSettleTimeout, until the runtime
-// holds network name and says its network is ready (CRI Status
-// NetworkReady). Ready matters after a restart: CRI-O's CNI manager turns
-// ready only at its first good poll (every 500 ms, cnimgr.go
-// pollUntilReady), and until then it holds RunPodSandbox in
-// waitForCNIPlugin without heeding the client's deadline. A config-fault
-// scenario that followed too soon met a held call instead of the
-// ready-once failure it is pinned on, and CRI-O resumed that call under
-// the next scenario's network, leaving it a sandbox the client had given
-// up on. Its failure is returned, never the spec's: a Gomega
-// whose fail handler only keeps the message. A managed runtime that is
-// down (it did not start again after a scenario's restart) holds no
-// network however long the harness waits: it stops at once, and the
-// spec's cleanup replaces the instance (replaceDeadRuntime).
+// waitNetwork waits (awaitNetwork) until the runtime holds network name
+// and says its network is ready (CRI Status NetworkReady). Ready matters
+// after a restart: CRI-O's CNI manager turns ready only at its first good
+// poll (every 500 ms, cnimgr.go pollUntilReady), and until then it holds
+// RunPodSandbox in waitForCNIPlugin without heeding the client's deadline.
+// A config-fault scenario that followed too soon met a held call instead of
+// the ready-once failure it is pinned on, and CRI-O resumed that call under
+// the next scenario's network, leaving it a sandbox the client had given up
+// on. Its failure is returned, never the spec's. A managed runtime that is
+// down (it did not start again after a scenario's restart) holds no network
+// however long the harness waits: it stops at once, and the spec's cleanup
+// replaces the instance (replaceDeadRuntime).
 func waitNetwork(ctx context.Context, name string) error {
-	var failure error
-	quiet := NewGomega(func(message string, _ ...int) { failure = errors.New(message) })
-	quiet.Eventually(func(g Gomega) {
+	return awaitNetwork(ctx, func(st cri.NetworkStatus) error {
 		if ctl, ok := rt.(runtimes.Controllable); ok && !ctl.Running() {
 			StopTrying(fmt.Sprintf("%s is down", rt.Name())).Now()
 		}
-		st, err := runtimes.Network(ctx, rt)
-		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(st.HoldsNetwork(name)).To(BeTrue(), "the runtime holds network %s: %+v", name, st)
-		g.Expect(st.Ready).To(BeTrue(), "the runtime says its network is ready: %+v", st)
-	}).WithContext(ctx).WithTimeout(networkSettleTimeout).WithPolling(pollInterval).Should(Succeed())
-	return failure
+		return holds(name)(st)
+	})
+}
+
+// waitReady waits (awaitNetwork) until the runtime says its network is
+// ready, whichever network it holds: after a restart, CRI-O's NetworkReady
+// follows its first STATUS poll that passes.
+func (sc *scenario) waitReady(ctx SpecContext) {
+	GinkgoHelper()
+	Expect(awaitNetwork(ctx, func(st cri.NetworkStatus) error {
+		if !st.Ready {
+			return fmt.Errorf("NetworkReady is false: %s %s (last load: %s)", st.Reason, st.Message, st.LastLoad)
+		}
+		return nil
+	})).To(Succeed(), "the runtime did not report NetworkReady")
 }
 
 // currentScenarioID reads the "scenario:<id>" label of the running spec.

@@ -23,15 +23,19 @@ func skipLacking(need, reason string) {
 	Skip(reason)
 }
 
-// externalSkipsManagedOnly: a managed-only scenario kills, restarts or
-// reconfigures the runtime's process, config or bin dir, which the harness
-// does not own on an external endpoint. It is skipped there before
-// anything of it is made, whatever its own setup would do.
-var _ = BeforeEach(func() {
+// skipManagedOnlyOnExternal skips a managed-only scenario on an external
+// endpoint: it kills, restarts or reconfigures the runtime's process,
+// config or bin dir, which the harness does not own there. newScenario
+// calls it before anything of the scenario is made; a scenario that
+// checks before newScenario skips the same way (skipLacking with
+// report.NeedManaged). (A suite-level BeforeEach would say this once, but
+// Ginkgo drops root-level setup nodes from the tree once the catalog has
+// been previewed, PreviewSpecs, which every run does first.)
+func skipManagedOnlyOnExternal() {
 	if _, managed := rt.(runtimes.Controllable); !managed && slices.Contains(CurrentSpecReport().Labels(), report.LabelManagedOnly) {
 		skipLacking(report.NeedManaged, externalEndpoint)
 	}
-})
+}
 
 // externalEndpoint is why a managed-only scenario does not run against an
 // external endpoint.

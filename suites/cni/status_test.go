@@ -2,6 +2,7 @@ package cni_test
 
 import (
 	"context"
+	"fmt"
 	"syscall"
 	"time"
 
@@ -9,24 +10,40 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/cnifault/cnifault/cniconf"
+	"github.com/cnifault/cnifault/fixtures/cri"
 	"github.com/cnifault/cnifault/fixtures/report"
-	"github.com/cnifault/cnifault/fixtures/runtimes"
 	scn "github.com/cnifault/cnifault/fixtures/scenario"
 )
 
-// statusPollWindow is how long the harness polls CRI Status for the runtime
-// to ask STATUS and act on it. containerd 2.x asks on every CRI Status, and
-// CRI-O every 500 ms while it polls, so either shows within three polls; a
-// runtime asking on a slower timer of its own would be reported as not
-// asking. (Kubelet itself polls every 5 s.)
-const statusPollWindow = 1500 * time.Millisecond
+// kubeletStatusPeriod is kubelet's period of runtime Status calls
+// (pkg/kubelet/kubelet.go Run: wait.Until(kl.updateRuntimeUp, 5*time.Second,
+// …)), whose NetworkReady gates new pods: a contract value. A CRI Status
+// that takes longer holds up kubelet's next one, so statusAnswerDeadline,
+// what one CRI Status may take while a STATUS hangs, is the same period.
+const (
+	kubeletStatusPeriod  = 5 * time.Second
+	statusAnswerDeadline = kubeletStatusPeriod
+)
 
-// statusAnswerDeadline is what kubelet can wait for one CRI Status: it
-// polls every 5 s.
-const statusAnswerDeadline = 5 * time.Second
+// crioStatusPoll is CRI-O's own period of STATUS calls while it is not
+// ready (internal/config/cnimgr/cnimgr.go initPollInterval, 500 ms): a
+// contract value.
+const crioStatusPoll = 500 * time.Millisecond
+
+// statusPolls is how the harness polls CRI Status for the runtime to ask
+// STATUS and act on it. containerd 2.x runs STATUS inside each CRI Status
+// call (go-cni Status), so an answered CRI Status is the event itself, and
+// the polls count at least three of them however slow each is; CRI-O asks
+// on its own period, three of which the span holds. A runtime asking on a
+// slower timer of its own would be reported as not asking.
+var statusPolls = scn.Rounds{Span: 3 * crioStatusPoll, Interval: pollInterval, Min: 3}
+
+// statusPollsBound bounds a poll of CRI Status: its rounds, each a CRI
+// Status within kubelet's deadline.
+var statusPollsBound = statusPolls.Bound(criCallTimeout)
 
 // CNI 1.1's STATUS lets a plugin say "not ready for ADD" without the conf
-// dir dance. Who asks it differs (../notes in the README): containerd 2.x
+// dir dance. Who asks it differs (docs/how-it-works.md): containerd 2.x
 // runs it on every CRI Status for a list of cniVersion 1.1.0 (go-cni
 // Status); containerd 1.6 and 1.7 never do (their libcni has no STATUS);
 // CRI-O polls it only until it first passes after a start. A runtime that
@@ -52,14 +69,10 @@ var _ = Describe("CNI STATUS", func() {
 			By("polling CRI Status as kubelet does, until the runtime reports NetworkReady=false")
 			sc.expectStatusAsked(ctx)
 			sc.ExpectFaultFired(ctx, faultFiredTimeout)
-			contract.Eventually(func(g Gomega) {
-				st, err := rt.CRI().Network(ctx)
-				g.Expect(err).NotTo(HaveOccurred())
-				g.Expect(st.Ready).To(BeFalse(), "NetworkReady stayed true while STATUS failed")
-			}).WithContext(ctx).WithTimeout(statusPollWindow).WithPolling(pollInterval).Should(Succeed())
+			contract.Expect(sc.pollReady(ctx, false)).To(Succeed(), "NetworkReady stayed true while STATUS failed")
 
 			By("running a pod sandbox anyway, as a client that does not wait would")
-			if _, err := sc.RunSandboxWithin(ctx, scn.Within(mayBlockCallTimeout)); err != nil {
+			if _, err := sc.RunSandboxWithin(ctx, mayBlockDeadline); err != nil {
 				By("inventorying the instance after the failed call")
 				contract.Expect(sc.Leaks(ctx)).To(BeClean())
 			}
@@ -87,11 +100,11 @@ var _ = Describe("CNI STATUS", func() {
 			failing := sc.Fault().On(cniconf.VerbStatus, failStatus)
 			sc.writeList(ctx, cniconf.NewList(sc.Network.Name, sc.Network.BridgePlugin(), failing).AtVersion(cniconf.CNIVersion110))
 			sc.ExpectNodeJournal(failing, cniconf.VerbStatus)
-			Eventually(func(g Gomega) {
+			asked := pollRounds(ctx, statusPolls, statusPollsBound, func() bool {
 				_, _ = rt.CRI().Network(ctx)
-				g.Expect(sc.SeeFired(ctx)).To(BeTrue())
-			}).WithContext(ctx).WithTimeout(statusPollWindow).WithPolling(pollInterval).Should(Succeed(),
-				"the runtime did not ask the failing STATUS")
+				return sc.SeeFired(ctx)
+			})
+			Expect(asked).To(BeTrue(), "the runtime did not ask the failing STATUS (CRI Status polled %s)", statusPolls)
 
 			By("stopping and removing the pod, as kubelet does")
 			contract.Expect(rt.CRI().StopPodSandbox(ctx, id)).To(Succeed(), "StopPodSandbox failed while STATUS failed")
@@ -119,15 +132,14 @@ var _ = Describe("CNI STATUS", func() {
 		It("still answers CRI Status within kubelet's polling period", func(ctx SpecContext) {
 			By("calling CRI Status, each call with kubelet's 5 s period as its deadline, until the runtime asks STATUS")
 			var slow error
-			quiet := NewGomega(func(string, ...int) {})
-			asked := quiet.Eventually(func() bool {
+			asked := pollRounds(ctx, statusPolls, statusPolls.Bound(statusAnswerDeadline), func() bool {
 				cctx, cancel := context.WithTimeout(ctx, statusAnswerDeadline)
 				defer cancel()
 				if _, err := rt.CRI().Network(cctx); err != nil && slow == nil {
 					slow = err
 				}
 				return sc.SeeFired(ctx)
-			}).WithContext(ctx).WithTimeout(statusPollWindow).WithPolling(pollInterval).Should(BeTrue())
+			})
 			if !asked {
 				skipNoStatus()
 			}
@@ -163,11 +175,7 @@ var _ = Describe("CNI STATUS", func() {
 			By("polling CRI Status as kubelet does")
 			sc.expectStatusAsked(ctx)
 			sc.ExpectFaultFired(ctx, faultFiredTimeout)
-			contract.Eventually(func(g Gomega) {
-				st, err := rt.CRI().Network(ctx)
-				g.Expect(err).NotTo(HaveOccurred())
-				g.Expect(st.Ready).To(BeTrue(), "NetworkReady did not come back once STATUS passed: %s %s", st.Reason, st.Message)
-			}).WithContext(ctx).WithTimeout(statusPollWindow).WithPolling(pollInterval).Should(Succeed())
+			contract.Expect(sc.pollReady(ctx, true)).To(Succeed(), "NetworkReady did not come back once STATUS passed")
 
 			By("running a pod sandbox")
 			_, err := sc.RunSandboxWithin(ctx, scn.Within(criCallTimeout))
@@ -186,27 +194,45 @@ func (sc *scenario) InstallStatusNetwork(ctx SpecContext, l cniconf.NetworkList)
 	GinkgoHelper()
 	sc.InstallNetwork(ctx, cniconf.NewList(l.Name, sc.Network.BridgePlugin()))
 	sc.writeList(ctx, l)
-	Eventually(func(g Gomega) {
-		st, err := runtimes.Network(ctx, rt)
-		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(st.HoldsNetwork(l.Name)).To(BeTrue(), "the runtime holds another CNI config: %s %v", st.CNIConfig, st.Networks)
-	}).WithContext(ctx).WithTimeout(networkSettleTimeout).WithPolling(pollInterval).Should(Succeed(),
-		"the runtime did not load network %q", l.Name)
+	Expect(awaitNetwork(ctx, func(st cri.NetworkStatus) error {
+		if !st.HoldsNetwork(l.Name) {
+			return fmt.Errorf("the runtime holds another CNI config: %s %v", st.CNIConfig, st.Networks)
+		}
+		return nil
+	})).To(Succeed(), "the runtime did not load network %q", l.Name)
 }
 
-// expectStatusAsked polls CRI Status for one kubelet period and skips the
-// scenario when the runtime never invoked STATUS meanwhile: it does not use
-// the verb to report readiness (a finding, with the journal as its proof).
+// pollReady polls CRI Status (statusPolls) until NetworkReady is want, and
+// returns what the last poll said otherwise.
+func (sc *scenario) pollReady(ctx SpecContext, want bool) error {
+	var last error
+	pollRounds(ctx, statusPolls, statusPollsBound, func() bool {
+		st, err := rt.CRI().Network(ctx)
+		switch {
+		case err != nil:
+			last = err
+		case st.Ready != want:
+			last = fmt.Errorf("NetworkReady=%v (%s %s) after CRI Status polled %s", st.Ready, st.Reason, st.Message, statusPolls)
+		default:
+			last = nil
+		}
+		return last == nil
+	})
+	return last
+}
+
+// expectStatusAsked polls CRI Status (statusPolls) and skips the scenario
+// when the runtime never invoked STATUS meanwhile: it does not use the verb
+// to report readiness (a finding, with the journal as its proof).
 func (sc *scenario) expectStatusAsked(ctx SpecContext) {
 	GinkgoHelper()
-	quiet := NewGomega(func(string, ...int) {})
 	var readErr error
-	asked := quiet.Eventually(func() int {
+	asked := pollRounds(ctx, statusPolls, statusPollsBound, func() bool {
 		_, _ = rt.CRI().Network(ctx)
 		var n int
 		n, readErr = sc.Invocations(cniconf.VerbStatus)
-		return n
-	}).WithContext(ctx).WithTimeout(statusPollWindow).WithPolling(pollInterval).Should(BeNumerically(">", 0))
+		return n > 0
+	})
 	if !asked {
 		// A finding only where the journal was read: that it could not be
 		// says nothing about the runtime.
@@ -218,7 +244,7 @@ func (sc *scenario) expectStatusAsked(ctx SpecContext) {
 // skipNoStatus reports a runtime that did not ask STATUS as such: a finding,
 // with the journal as its proof, not a harness error.
 func skipNoStatus() {
-	skipLacking(report.NeedCNIStatus, "the runtime did not invoke CNI STATUS while CRI Status was polled for "+statusPollWindow.String()+
+	skipLacking(report.NeedCNIStatus, "the runtime did not invoke CNI STATUS while CRI Status was polled "+statusPolls.String()+
 		" after the list was installed (cni-fault's journal holds no STATUS call): its NetworkReady does not follow STATUS here")
 }
 

@@ -57,7 +57,7 @@ var _ = Describe("RunPodSandbox for many pods at once", func() {
 			By("emptying the conf dir until the runtime has no usable network")
 			sc.InstallNoNetwork(ctx)
 		}, NodeTimeout(scenarioSetupTimeout))
-		itLeavesWhatSingleFailuresLeave(current, stormCase{deadline: scn.Within(mayBlockCallTimeout), clear: func(ctx SpecContext) {
+		itLeavesWhatSingleFailuresLeave(current, stormCase{deadline: mayBlockDeadline, clear: func(ctx SpecContext) {
 			sc.InstallNetwork(ctx, cniconf.BridgeList(sc.Network))
 		}})
 	})

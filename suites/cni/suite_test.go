@@ -11,8 +11,10 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
+	"path"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -20,6 +22,7 @@ import (
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
+	"github.com/onsi/ginkgo/v2/formatter"
 	"github.com/onsi/ginkgo/v2/types"
 	. "github.com/onsi/gomega"
 	"golang.org/x/sys/unix"
@@ -49,8 +52,8 @@ var (
 	// runtimeRecoverTimeout bounds killing and restarting the runtime.
 	runtimeRecoverTimeout time.Duration
 	// scenarioSetupTimeout bounds a scenario's setup: baseline, config
-	// install, and what the runtime does to take the config up (CRI-O
-	// restarts).
+	// install, and the wait for the runtime to take the config up
+	// (networkWaitBound).
 	scenarioSetupTimeout time.Duration
 	// scenarioRestoreTimeout bounds returning the instance to a clean state
 	// (restore), which takes up a config as the setup does; restore gives
@@ -74,8 +77,8 @@ func setRuntimeTimeouts() {
 	}
 	runtimeTeardownTimeout = b.Teardown
 	runtimeRecoverTimeout = b.Restart
-	scenarioSetupTimeout = scenarioSetupBase
-	scenarioRestoreTimeout = scenarioRestoreBase + restoreMargin
+	scenarioSetupTimeout = scenarioSetupBase + networkWaitBound
+	scenarioRestoreTimeout = scenarioRestoreBase + networkWaitBound + restoreMargin
 }
 
 // tc is the run's configuration: cnifault's flags, checked as a whole by
@@ -128,18 +131,38 @@ func TestMain(m *testing.M) {
 		Root:         os.Geteuid() == 0,
 		WritesReport: func() bool { return GinkgoParallelProcess() == 1 },
 		Run: func() int {
+			_, rc := GinkgoConfiguration()
+			if quietFramework = cli.QuietFramework(stdout, rc.Verbose || rc.VeryVerbose); quietFramework {
+				// The Go test binary's own verdict lines (--- FAIL:
+				// TestCNIFault, PASS, FAIL) go nowhere; cnifault's lines
+				// keep the real stdout.
+				if null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0); err == nil {
+					os.Stdout = null
+					defer func() { os.Stdout = stdout; null.Close() }()
+				}
+			}
 			m.Run()
 			return exitCode
 		},
-	}, os.Stdout, os.Stderr))
+	}, stdout, os.Stderr))
 }
+
+// stdout is the process's stdout, where cnifault's own lines go; Run
+// hides the test framework's behind it where quietFramework says.
+var stdout = os.Stdout
+
+// quietFramework: stdout is no live terminal and no Ginkgo narration was
+// asked for, so Ginkgo's reporter prints nothing there (cli.QuietFramework).
+var quietFramework bool
 
 // previewing is set while Ginkgo walks the spec tree without running it:
 // the reporting nodes then have nothing to report.
 var previewing bool
 
 // previewCatalog walks the spec tree without running anything (Ginkgo's
-// preview) and returns the catalog: every scenario with its labels.
+// preview) and returns the catalog: every scenario with its labels, what it
+// injects (its When), what it asserts (its It) and the kubelet behaviour
+// it models.
 func previewCatalog() []cli.Entry {
 	previewing = true
 	defer func() { previewing = false }()
@@ -154,6 +177,7 @@ func previewCatalog() []cli.Entry {
 		}
 		out = append(out, cli.Entry{ID: id, Labels: verdict.OtherLabels(s.Labels()),
 			Description: strings.TrimPrefix(s.ContainerHierarchyTexts[len(s.ContainerHierarchyTexts)-1], "when "),
+			Asserts:     s.LeafNodeText, Kubelet: kubeletModel(s.Labels()),
 			// The preview marks what the filters leave out skipped.
 			Selected: !s.State.Is(types.SpecStateSkipped | types.SpecStatePending)})
 	}
@@ -166,6 +190,12 @@ func TestCNIFault(t *testing.T) {
 	suite, reporter := GinkgoConfiguration()
 	if suite.Timeout == time.Hour { // Ginkgo's default: far too long for a CI gate
 		suite.Timeout = 20 * time.Minute
+	}
+	if !cli.Live(stdout) {
+		reporter.NoColor = true
+	}
+	if quietFramework {
+		formatter.ColorableStdOut = io.Discard
 	}
 	registerProgress()
 	RunSpecs(t, "cnifault", suite, reporter)
@@ -199,7 +229,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 			FaultPlugin:  absPath(tc.FaultPlugin),
 			WorkDir:      absPath(filepath.Join(tc.WorkDir, "external-"+instance)),
 			RunID:        runID,
-			CgroupParent: "/cnifault-" + instance,
+			CgroupParent: path.Join(tc.CgroupRoot, "cnifault-"+instance),
 			Log:          GinkgoWriter,
 		})
 		Expect(err).NotTo(HaveOccurred(), "the external runtime at %s", tc.Endpoint)
@@ -248,6 +278,7 @@ func startManaged(ctx context.Context, instance string) (runtimes.Runtime, error
 		RuncWrapper:  absPath(tc.RuncWrapper),
 		NRIPlugin:    nriPlugin(),
 		SandboxImage: tc.TestSandboxImage,
+		CgroupRoot:   tc.CgroupRoot,
 		Log:          GinkgoWriter,
 	})
 }

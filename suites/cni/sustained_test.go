@@ -16,12 +16,15 @@ import (
 // sustainedHangDeadline is the client deadline of each attempt while ADD
 // hangs, from the moment it hangs: shorter than hangDeadline, since every
 // attempt waits it out (an attempt the runtime holds before ADD waits
-// scn.HangReach); and sustainedSettleWindow is how long what the runtime
-// still cleans up after an abandoned attempt gets to go before the next
-// attempt counts it: kubelet's shortest backoff, when its next attempt
-// would come.
+// scn.HangReach).
 var sustainedHangDeadline = scn.PastHang(cniconf.VerbAdd, 1500*time.Millisecond)
 
+// sustainedSettleWindow is how long what the runtime still cleans up after
+// an abandoned attempt gets to go before the next attempt counts it:
+// kubelet's backOffPeriod (pkg/kubelet/kubelet.go, 10 s; report's
+// KubeletRetryModel), when its pod worker's next attempt comes — a contract
+// value. Its inventories count rounds too (inventoryUntil: at least
+// scn.MinRounds however long each takes).
 const sustainedSettleWindow = 10 * time.Second
 
 // sustainedCase is how each attempt of a sustained scenario fails.

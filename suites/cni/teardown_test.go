@@ -275,25 +275,23 @@ func (sc *scenario) kubeletTeardown(ctx SpecContext, id string, window time.Dura
 }
 
 // teardownMinRounds is how many of kubelet's syncs a window holds however
-// long each takes. A window counted in time alone is one round where a
-// loaded machine makes one Stop outlast it, and a fault that fails only
-// the first Stop (teardown-del-error-once) would then meet no second one:
-// the verdict would follow the machine's load, not the runtime.
-const teardownMinRounds = 2
+// long each takes (scn.Rounds). A window counted in time alone is one round
+// where a loaded machine makes one Stop outlast it, and a fault that fails
+// only the first Stop (teardown-del-error-once) would then meet no second
+// one: the verdict would follow the machine's load, not the runtime.
+const teardownMinRounds = scn.MinRounds
+
+// teardownSyncs are kubelet's syncs of a teardown window.
+func teardownSyncs(window time.Duration) scn.Rounds {
+	return scn.Rounds{Span: window, Interval: teardownInterval, Min: teardownMinRounds}
+}
 
 // kubeletSyncs runs round on each of kubelet's syncs, teardownInterval
 // apart, until it reports done, or until at least teardownMinRounds rounds
 // have run and window has passed; a round in flight when the window ends
 // finishes first. It reports whether a round reported done.
 func kubeletSyncs(ctx SpecContext, window time.Duration, round func() bool) bool {
-	start, rounds, done := time.Now(), 0, false
-	quiet := NewGomega(func(string, ...int) {})
-	quiet.Eventually(func() bool {
-		rounds++
-		done = round()
-		return done || (rounds >= teardownMinRounds && time.Since(start) >= window)
-	}).WithContext(ctx).WithTimeout(window + teardownRoundsBound).WithPolling(teardownInterval).Should(BeTrue())
-	return done
+	return pollRounds(ctx, teardownSyncs(window), window+teardownRoundsBound, round)
 }
 
 // teardownRoundsBound bounds the minimum rounds of a window: each a Stop

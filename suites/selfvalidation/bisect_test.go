@@ -15,7 +15,7 @@ import (
 // root-free in fixtures/bisect; here the whole chain — served tags, the
 // shared builder's cache, a child run per tag, its report — runs on the
 // node. The two ends agree, so nothing between them may be built or run
-// (the README shows a bisect that finds a fix, which needs uncached tags).
+// (docs/bisect.md shows a bisect that finds a fix, which needs uncached tags).
 var _ = Describe("cnifault bisect", Label("bisect"), func() {
 	When("both ends of the range behave alike", func() {
 		It("runs the scenario on the two ends only and says there was no change", func(ctx SpecContext) {

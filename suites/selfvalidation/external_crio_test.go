@@ -17,7 +17,6 @@ import (
 	"github.com/cnifault/cnifault/fixtures/daemon"
 	"github.com/cnifault/cnifault/fixtures/report"
 	"github.com/cnifault/cnifault/fixtures/runtimes"
-	"github.com/cnifault/cnifault/fixtures/verdict"
 )
 
 // External mode on a CRI-O the harness did not start: the stand-in is a
@@ -119,14 +118,7 @@ func externalCRIO(line string) {
 	})
 
 	It("gates to exit status 0 under the expectations file, as its managed twin does", func() {
-		gated := *r
-		gated.Scenarios = slices.Clone(r.Scenarios)
-		verdict.Ungate(&gated)
-		verdict.Gate(&gated, known)
-		for _, s := range gated.Scenarios {
-			Expect(s.ExpectationChanged).To(BeEmpty(), s.ID)
-		}
-		Expect(gated.ExitStatus).To(Equal(report.ExitPass), gated.Summary())
+		expectGatesClean(r, "on the external CRI-O")
 	})
 
 	It("inspects every kind, CRI-O's processes and its shm and storage mounts too", func() {

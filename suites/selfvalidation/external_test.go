@@ -30,7 +30,6 @@ import (
 	"github.com/cnifault/cnifault/fixtures/image"
 	"github.com/cnifault/cnifault/fixtures/report"
 	"github.com/cnifault/cnifault/fixtures/runtimes"
-	"github.com/cnifault/cnifault/fixtures/verdict"
 )
 
 // Timeouts of the external-mode specs.
@@ -223,7 +222,7 @@ var _ = Describe("External endpoint mode", Label("external"), Ordered, func() {
 		var err error
 		node, err = containerd.Start(ctx, containerd.Options{Options: daemon.Options{
 			Name:         "node-containerd",
-			BinDir:       filepath.Join(containerd.DefaultCacheDir(), "containerd-"+containerd.Containerd24Version, "bin"),
+			BinDir:       containerd.CachedBinDir(containerd.DefaultCacheDir(), containerd.Containerd24Version),
 			WorkDir:      filepath.Join(repoRoot, "_output", "work-node", fmt.Sprint(os.Getpid())),
 			StateDir:     fmt.Sprintf("/run/cnifault/node-%d", os.Getpid()),
 			CNIPluginDir: filepath.Join(repoRoot, "_output", "cni", "bin"),
@@ -367,14 +366,7 @@ var _ = Describe("External endpoint mode", Label("external"), Ordered, func() {
 		})
 
 		It("gates to exit status 0 under the expectations file, as its managed twin does", func() {
-			gated := *r
-			gated.Scenarios = slices.Clone(r.Scenarios)
-			verdict.Ungate(&gated)
-			verdict.Gate(&gated, known)
-			for _, s := range gated.Scenarios {
-				Expect(s.ExpectationChanged).To(BeEmpty(), s.ID)
-			}
-			Expect(gated.ExitStatus).To(Equal(report.ExitPass), gated.Summary())
+			expectGatesClean(r, "on the external containerd")
 		})
 
 		It("started foreign pods during the run", func() {

@@ -67,16 +67,34 @@ func startsPodFirst(s report.Scenario) bool {
 
 // neverFiresManagedRuntime is the managed runtime of the managed
 // never-fires run. containerd 1.7 ensures the sandbox image first thing
-// in RunPodSandbox (pkg/cri/server/sandbox_run.go at v1.7.35), before the
+// in RunPodSandbox (pkg/cri/server/sandbox_run.go at v1.7.36), before the
 // netns, CNI, NRI and runc, and it runs NRI plugins; 1.6 runs none (its
 // NRI scenarios skip), and 2.x sets the pod's network up before its
 // sandbox controller ensures the image (internal/cri/server/sandbox_run.go
 // at v2.4.2), so a CNI fault would fire there.
 const neverFiresManagedRuntime = "containerd-1.7"
 
+// neverFiresCRIO is the CRI-O of the never-fires run. runPodSandbox
+// (server/sandbox_run_linux.go at v1.36.3) creates the pod's storage from
+// the pause image (the storage's CreatePodSandbox, which pulls an image it
+// lacks: internal/storage/runtime.go) before the infra container,
+// networkStart (CNI), NRI and the OCI runtime, so a config whose pause
+// image is absent fails every call before any fault can meet it. Only
+// waitForCNIPlugin comes earlier, and it holds a call only on a CRI-O that
+// was never ready (lateConfigHeld).
+const neverFiresCRIO = "crio-1.36"
+
+// lateConfigHeld is the scenario whose fault CRI-O meets before the pause
+// image: a CRI-O restarted with no network holds late-cni-config's calls
+// in waitForCNIPlugin, ahead of the pod's storage, and logs so for each
+// pod (the fault fired). Once the config appears they resume and fail on
+// the image, and so do the retried pods and a fresh pod on the healthy
+// network: the scenario's error is the node that cannot start pods.
+const lateConfigHeld = "late-cni-config"
+
 // testSandboxImageEnv is fixtures/cli's TestSandboxImageEnv (which this
-// package may not import): the sandbox image a managed containerd's config
-// names in place of the pause image the harness imports.
+// package may not import): the sandbox image a managed containerd's or
+// CRI-O's config names in place of the pause image the harness imports.
 const testSandboxImageEnv = "CNIFAULT_TEST_SANDBOX_IMAGE"
 
 // A runtime whose RunPodSandbox fails before it ever reaches CNI (here: its
@@ -135,23 +153,7 @@ var _ = Describe("A fault scenario whose fault never fires", Label("fault-fired"
 		Expect(err).NotTo(HaveOccurred(), "%s", out)
 
 		By("finding every scenario an error that names the fault that never fired, or the pod that never started")
-		var ran []string
-		for _, s := range r.Scenarios {
-			if s.Verdict == report.Skipped {
-				continue
-			}
-			ran = append(ran, s.ID)
-			Expect(s.Verdict).To(Equal(report.Error), "%s: %+v", s.ID, s)
-			if startsPodFirst(s) || s.Has("fault:dual-stack") {
-				// A live pod's faults break a pod that never started; a
-				// full dual-stack range is full only once a healthy pod
-				// holds its address.
-				Expect(s.Failure).To(ContainSubstring("the pod did not start on a healthy network"), s.ID)
-			} else {
-				Expect(s.Failure).To(ContainSubstring("the injected fault never fired"), s.ID)
-				Expect(s.FaultsFired).To(BeEmpty(), s.ID)
-			}
-		}
+		ran := expectNeverFired(r, nil)
 		// The config faults are the case a state check missed: the conf
 		// dir was empty and NetworkReady false, and RunPodSandbox failed —
 		// on the sandbox image, not the config.
@@ -166,33 +168,79 @@ var _ = Describe("A fault scenario whose fault never fires", Label("fault-fired"
 	// sandbox image it does not have.
 	It("is an error on a managed runtime too, for the faults only a managed run injects", func(ctx SpecContext) {
 		By("running every managed-only fault scenario on a managed " + neverFiresManagedRuntime + " whose config names a sandbox image it does not have")
-		reportDir := filepath.Join(repoRoot, "_output", "reports", "fault-never-fires-managed")
-		Expect(os.RemoveAll(reportDir)).To(Succeed())
-		cmd := suiteCommand(ctx, neverFiresManagedRuntime, reportDir, filepath.Join(repoRoot, "_output", "work-fault-never-fires-managed"),
-			"-ginkgo.label-filter="+report.LabelManagedOnly+" && /^fault:/")
-		cmd.Env = append(os.Environ(), testSandboxImageEnv+"=localhost/cnifault/absent:v1")
-		out, _ := cmd.CombinedOutput()
-		GinkgoWriter.Printf("%s\n", out)
-		Expect(cmd.ProcessState.ExitCode()).To(Equal(report.ExitHarness), "%s", out)
-		r, err := report.Read(filepath.Join(reportDir, "report.json"))
-		Expect(err).NotTo(HaveOccurred(), "%s", out)
-		Expect(r.Runtime.Managed).To(Equal(neverFiresManagedRuntime))
+		r := runNeverFires(ctx, neverFiresManagedRuntime, "fault-never-fires-managed", report.LabelManagedOnly+" && /^fault:/")
 
 		By("finding every scenario an error that names the fault that never fired, or the pod that never started")
-		var ran []string
-		for _, s := range r.Scenarios {
-			if s.Verdict == report.Skipped {
-				continue
-			}
-			ran = append(ran, s.ID)
-			Expect(s.Verdict).To(Equal(report.Error), "%s: %+v", s.ID, s)
-			if startsPodFirst(s) {
-				Expect(s.Failure).To(ContainSubstring("the pod did not start on a healthy network"), s.ID)
-			} else {
-				Expect(s.Failure).To(ContainSubstring("the injected fault never fired"), s.ID)
-				Expect(s.FaultsFired).To(BeEmpty(), s.ID)
-			}
-		}
-		Expect(ran).To(ConsistOf(neverFiresManagedIDs()))
+		Expect(expectNeverFired(r, nil)).To(ConsistOf(neverFiresManagedIDs()))
+	}, SpecTimeout(suiteRunTimeout+nodeRuntimeTimeout))
+
+	// CRI-O judges the config faults by its own words: a list it refuses
+	// at load (missing-plugin-binary, malformed-cni-config), its conf dir's
+	// missing network, its log. It logs a refusal at every reload of the
+	// conf dir whether a call comes or not; only the call's own error, or
+	// a log line naming the call's pod, shows the fault fired. So every
+	// fault family, and the faults only a managed run injects, run on a
+	// CRI-O whose every call fails on its absent pause image.
+	It("is an error on CRI-O too, whose refusal of a list at load is no proof of the call", func(ctx SpecContext) {
+		By("running every fault scenario that starts a pod, and every managed-only one, on a managed " + neverFiresCRIO + " whose config names a pause image it does not have")
+		filter := "(" + strings.Join(neverFiresFamilies, " || ") + ") || (" + report.LabelManagedOnly + " && /^fault:/)"
+		r := runNeverFires(ctx, neverFiresCRIO, "fault-never-fires-crio", filter)
+
+		By("finding every scenario an error that names the fault that never fired, or the pod that never started, or the node that cannot start pods after CRI-O held the calls")
+		ran := expectNeverFired(r, map[string]string{lateConfigHeld: "the node cannot start pods now"})
+		Expect(ran).To(ConsistOf(append(neverFiresIDs(), neverFiresManagedIDs()...)))
+		Expect(r.NodeUnusable).NotTo(BeEmpty(), "the control did not run: nothing says the node is unusable")
 	}, SpecTimeout(suiteRunTimeout+nodeRuntimeTimeout))
 })
+
+// runNeverFires runs the scenarios filter selects on the managed runtime,
+// its config naming a sandbox image it does not have, into the report dir
+// _output/reports/<name>, and returns the report of the run, which must
+// exit as one the harness could not run.
+func runNeverFires(ctx SpecContext, runtime, name, filter string) *report.Report {
+	GinkgoHelper()
+	reportDir := filepath.Join(repoRoot, "_output", "reports", name)
+	Expect(os.RemoveAll(reportDir)).To(Succeed())
+	cmd := suiteCommand(ctx, runtime, reportDir, filepath.Join(repoRoot, "_output", "work-"+name), "-ginkgo.label-filter="+filter)
+	cmd.Env = append(os.Environ(), testSandboxImageEnv+"=localhost/cnifault/absent:v1")
+	out, _ := cmd.CombinedOutput()
+	GinkgoWriter.Printf("%s\n", out)
+	Expect(cmd.ProcessState.ExitCode()).To(Equal(report.ExitHarness), "%s", out)
+	r, err := report.Read(filepath.Join(reportDir, "report.json"))
+	Expect(err).NotTo(HaveOccurred(), "%s", out)
+	Expect(r.Runtime.Managed).To(Equal(runtime))
+	return r
+}
+
+// expectNeverFired asserts that every scenario of r that ran is an error:
+// one whose fault needs a pod started first names the pod that did not
+// start, every other the fault that never fired, with nothing fired; a
+// scenario of fired is the exception whose fault the runtime meets before
+// the call fails, and its error names what fired says. It returns the ids
+// that ran.
+func expectNeverFired(r *report.Report, fired map[string]string) []string {
+	GinkgoHelper()
+	var ran []string
+	for _, s := range r.Scenarios {
+		if s.Verdict == report.Skipped {
+			continue
+		}
+		ran = append(ran, s.ID)
+		Expect(s.Verdict).To(Equal(report.Error), "%s: %+v", s.ID, s)
+		if why, ok := fired[s.ID]; ok {
+			Expect(s.Failure).To(ContainSubstring(why), s.ID)
+			Expect(s.FaultsFired).NotTo(BeEmpty(), s.ID)
+			continue
+		}
+		if startsPodFirst(s) || s.Has("fault:dual-stack") {
+			// A live pod's faults break a pod that never started; a
+			// full dual-stack range is full only once a healthy pod
+			// holds its address.
+			Expect(s.Failure).To(ContainSubstring("the pod did not start on a healthy network"), s.ID)
+		} else {
+			Expect(s.Failure).To(ContainSubstring("the injected fault never fired"), s.ID)
+			Expect(s.FaultsFired).To(BeEmpty(), s.ID)
+		}
+	}
+	return ran
+}

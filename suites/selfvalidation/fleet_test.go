@@ -312,7 +312,7 @@ var _ = Describe("The Sonobuoy plugin's pod, simulated on one machine", Label("f
 		GinkgoHelper()
 		inst, err := containerd.Start(ctx, containerd.Options{Options: daemon.Options{
 			Name:         name,
-			BinDir:       filepath.Join(containerd.DefaultCacheDir(), "containerd-"+containerd.Containerd24Version, "bin"),
+			BinDir:       containerd.CachedBinDir(containerd.DefaultCacheDir(), containerd.Containerd24Version),
 			WorkDir:      filepath.Join(repoRoot, "_output", "work-fleet-runtimes", name),
 			StateDir:     filepath.Join(stateRoot, name),
 			CNIPluginDir: filepath.Join(repoRoot, "_output", "cni", "bin"),

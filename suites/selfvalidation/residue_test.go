@@ -61,6 +61,8 @@ type owned struct {
 var own = &owned{tokens: map[string]bool{
 	// external_test.go's stand-in node runtime.
 	fmt.Sprintf("node-%d", os.Getpid()): true,
+	// slow_node_test.go's CPU limit (slowLimitName).
+	fmt.Sprintf("slow-%d", os.Getpid()): true,
 }}
 
 // instanceName matches a harness instance, <run id>-p<N>, at the end of a
