@@ -25,7 +25,12 @@ import (
 	"github.com/cnifault/cnifault/fixtures/host"
 	"github.com/cnifault/cnifault/fixtures/report"
 	"github.com/cnifault/cnifault/fixtures/runtimes"
+	"github.com/cnifault/cnifault/fixtures/verdict"
 )
+
+// knownFailures gates every catalog the bench runs, and pins the races two
+// runs may differ in (agreement).
+const knownFailures = "hack/known-failures.yaml"
 
 // The references: one runtime of each family, whose catalogs are measured
 // for every --procs.
@@ -56,6 +61,9 @@ func main() {
 	}
 	defer stop()
 
+	if pins, err = verdict.LoadKnownFailures(knownFailures); err != nil {
+		fail(err)
+	}
 	b := bench{dir: dir, cores: runtime.NumCPU(), log: os.Stderr}
 	b.load0 = loadAverage()
 	for _, rt := range split(*list) {

@@ -42,7 +42,7 @@ func TestSummaryJudgesTheTargets(t *testing.T) {
 	for _, want := range []string{
 		"load average at the start 1.00 0.50 0.20, at the end 2.00 1.00 0.50; 2 cores",
 		"containerd-2.4        1.0s      80.0s     60.0s      4      40.0s     66.0s   0.50    30.0s    1.33  same",
-		"crio-1.36             1.0s     140.0s    100.0s      4     100.0s    120.0s   0.71    50.0s    2.00  add-hang-deadline: fail became pass",
+		"crio-1.36             1.0s     140.0s    100.0s      4     100.0s    120.0s   0.71    50.0s    2.00  add-hang-deadline: verdict fail became pass",
 		"floor containerd-2.4   30.0s (longest storm-add-hang 23.0s; CPU 60.0s / 2 cores = 30.0s)",
 		"matrix: 10 runtimes, parallel catalogs, 2 at once: 5m0s wall; CPU 9m0s (over 2 cores: 4m30s)",
 		"make test (.ci/run's record, 2026-12-05T21:00:00Z at abc1234, load average 3.0 2.0 1.0): 14m0s, exit status 0",
@@ -75,9 +75,7 @@ func TestSweepNamesTheFastestWithTheSameVerdicts(t *testing.T) {
 		run("containerd-2.4", 3, 40, 60, sc("a", "fail", 1, 1)),
 		run("containerd-2.4", 4, 45, 60, sc("a", "pass", 1, 1)),
 	}}
-	want := "containerd-2.4 by --procs: 1: 80.0s, 2: 50.0s, 3: 40.0s (verdicts differ: a: fail became pass), 4: 45.0s; fastest that changes no verdict: 4\n"
-	// agreement reads serial first, then the other run.
-	want = strings.Replace(want, "a: fail became pass", "a: pass became fail", 1)
+	want := "containerd-2.4 by --procs: 1: 80.0s, 2: 50.0s, 3: 40.0s (verdicts differ: a: verdict pass became fail), 4: 45.0s; fastest that changes no verdict: 4\n"
 	if got := s.line(); got != want {
 		t.Errorf("got  %swant %s", got, want)
 	}
@@ -88,5 +86,20 @@ func TestNoTestRecord(t *testing.T) {
 	b := bench{cores: 2}
 	if got := b.summary(); !strings.Contains(got, "target: make test <= 15m0s: no record in _output/ci-run.json (run .ci/run)") {
 		t.Errorf("summary:\n%s", got)
+	}
+}
+
+// Two runs agree by the gate's comparison, not only by verdict, leaks and
+// reclaim: a live pod's teardown that differs is a difference.
+func TestAgreementIsTheGatesComparison(t *testing.T) {
+	one := run("containerd-2.4", 1, 80, 60, report.Scenario{ID: "teardown-del-error", Labels: []string{"fault:teardown"}, Verdict: "pass",
+		Reclaim: report.ReclaimNotNeeded, Teardown: report.TeardownAfterClear, FaultsFired: []string{"DEL error (step 1)"}})
+	par := run("containerd-2.4", 4, 40, 60, one.rep.Scenarios[0])
+	if got := agreement(one.rep, par.rep); got != "same" {
+		t.Fatalf("the same outcomes: %s", got)
+	}
+	par.rep.Scenarios[0].Teardown = report.TeardownWhileFaulted
+	if got := agreement(one.rep, par.rep); got != "teardown-del-error: teardown after-clear became while-faulted" {
+		t.Fatalf("a changed teardown: %q", got)
 	}
 }

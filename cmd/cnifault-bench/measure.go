@@ -90,7 +90,7 @@ func (b *bench) catalog(rt string, procs int) catalogRun {
 	fmt.Fprintf(b.log, "[bench] %s, --procs %s, into %s (load average %s)\n", rt, procsText(procs), dir, loadAverage())
 	cmd := exec.Command("bash", append([]string{"hack/gate.sh"}, args...)...)
 	cmd.Env = append(os.Environ(), "CNIFAULT_GATE_PREPARED=1", "RUNTIME="+rt, "REPORT_DIR="+dir,
-		"KNOWN_FAILURES=hack/known-failures.yaml", "CI=1")
+		"KNOWN_FAILURES="+knownFailures, "CI=1")
 	cmd.Stdout, cmd.Stderr = b.log, b.log
 	c.wall, c.cpu, c.exit = measure(cmd)
 	rep, err := report.Read(filepath.Join(dir, "report.json"))
@@ -137,7 +137,7 @@ func (b *bench) matrix(jobs int) matrixRun {
 	fmt.Fprintf(b.log, "[bench] the matrix, %d at once, into %s (load average %s)\n", jobs, dir, loadAverage())
 	cmd := exec.Command("bash", "hack/matrix.sh")
 	cmd.Env = append(os.Environ(), "CNIFAULT_GATE_PREPARED=1", "RUNTIMES=", "MATRIX_DIR="+dir, "JOBS="+strconv.Itoa(jobs),
-		"KNOWN_FAILURES=hack/known-failures.yaml", "CI=1")
+		"KNOWN_FAILURES="+knownFailures, "CI=1")
 	cmd.Stdout, cmd.Stderr = b.log, b.log
 	var exit int
 	m.wall, m.cpu, exit = measure(cmd)
