@@ -1,5 +1,5 @@
 # cnifault: CNI fault-injection conformance for container runtimes.
-#   make e2e [RUNTIME=containerd-1.6|containerd-2.4|crio-1.36|/path/to/containerd/bin|/path/to/crio/bin]
+#   make e2e [RUNTIME=containerd-1.6|containerd-2.4|crio-1.36|/path/to/containerd/bin|/path/to/crio/bin] [PROCS=N]
 #   make matrix [RUNTIMES="containerd-1.6 crio-1.36 /path/to/containerd/bin"] [JOBS=N]
 #   make test
 #   make slow [SLOW_RUNTIMES="crio-1.36 containerd-2.4"]   (the catalog on a quarter of one CPU)
@@ -17,6 +17,10 @@ BIN     := $(OUT)/bin
 REPORT_DIR ?= $(OUT)/reports/$(subst /,_,$(patsubst /%,%,$(RUNTIME)))
 # Ginkgo flags for the suite binary, e.g. GINKGO_FLAGS=-ginkgo.v
 GINKGO_FLAGS ?=
+# PROCS=N: the catalog in N processes at once, each with its own instance
+# of the runtime (cnifault --procs); empty is cnifault's default (2 per
+# core), PROCS=1 one process.
+PROCS ?=
 # cnifault bisect's own flags for make bisect, e.g. BISECT_FLAGS=--pre-releases
 BISECT_FLAGS ?=
 # A known-failures file for CI gating, e.g. KNOWN_FAILURES=hack/known-failures.yaml
@@ -107,7 +111,7 @@ image: $(BIN)/cni-fault $(BIN)/cnifault
 # binary is make's child and learns of make's death (PR_SET_PDEATHSIG) to
 # tear down.
 e2e: deps build
-	exec env CNIFAULT_GATE_PREPARED=1 RUNTIME='$(RUNTIME)' REPORT_DIR='$(REPORT_DIR)' KNOWN_FAILURES='$(KNOWN_FAILURES)' REQUIRE_COVERAGE='$(REQUIRE_COVERAGE)' bash hack/gate.sh $(GINKGO_FLAGS)
+	exec env CNIFAULT_GATE_PREPARED=1 RUNTIME='$(RUNTIME)' REPORT_DIR='$(REPORT_DIR)' KNOWN_FAILURES='$(KNOWN_FAILURES)' REQUIRE_COVERAGE='$(REQUIRE_COVERAGE)' PROCS='$(PROCS)' bash hack/gate.sh $(GINKGO_FLAGS)
 
 # The catalog on several runtimes side by side (at most JOBS at once, each
 # its own instance) into one scenario × runtime matrix (hack/matrix.sh,
@@ -119,18 +123,23 @@ RUNTIMES ?=
 JOBS ?=
 MATRIX_DIR ?= $(OUT)/matrix
 matrix: deps build
-	exec env CNIFAULT_GATE_PREPARED=1 RUNTIMES='$(RUNTIMES)' JOBS='$(JOBS)' MATRIX_DIR='$(MATRIX_DIR)' KNOWN_FAILURES='$(KNOWN_FAILURES)' REQUIRE_COVERAGE='$(REQUIRE_COVERAGE)' bash hack/matrix.sh $(GINKGO_FLAGS)
+	exec env CNIFAULT_GATE_PREPARED=1 RUNTIMES='$(RUNTIMES)' JOBS='$(JOBS)' MATRIX_DIR='$(MATRIX_DIR)' KNOWN_FAILURES='$(KNOWN_FAILURES)' REQUIRE_COVERAGE='$(REQUIRE_COVERAGE)' PROCS='$(PROCS)' bash hack/matrix.sh $(GINKGO_FLAGS)
 
 # image: the self-validation runs it as the Sonobuoy plugin's pod would
 # (suites/selfvalidation/fleet_test.go).
 test: deps build image vet unit selfvalidate
 
-# The benchmark (not a timed test): the whole matrix of managed runtimes
-# with cached builds, one at a time and then side by side, and each
-# runtime's bring-up and catalog time (cmd/cnifault-bench).
+# The benchmark (not a timed test; cmd/cnifault-bench): every managed
+# runtime's catalog in one process and in parallel processes, the
+# reference runtimes' for each PROCS from 1 to 6, the floor each parallel
+# catalog has on this machine, the matrix of parallel catalogs side by
+# side, and make test's time from .ci/run's record, judged against the
+# targets (docs/performance.md). About an hour on 2 cores;
+# BENCH_FLAGS=--runtimes=containerd-2.4 --sweep= --no-matrix for a part.
+BENCH_FLAGS ?=
 .PHONY: bench
 bench: deps build
-	$(GO) run ./cmd/cnifault-bench $(if $(JOBS),--jobs $(JOBS))
+	$(GO) run ./cmd/cnifault-bench $(if $(JOBS),--jobs $(JOBS)) $(BENCH_FLAGS)
 
 # Repeatability: the whole catalog N times on each of RUNTIMES, reporting any
 # scenario whose verdict or leaked kinds changed between runs (hack/soak.sh).

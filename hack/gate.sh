@@ -4,7 +4,7 @@
 # (make turns any failing command into its own status 2, so CI calls this,
 # not `make e2e`; `make e2e` calls this too, after make built what it needs.)
 #
-#   [RUNTIME=containerd-2.4] [KNOWN_FAILURES=FILE] [REPORT_DIR=DIR] [REQUIRE_COVERAGE=1|0] hack/gate.sh [cnifault flags...]
+#   [RUNTIME=containerd-2.4] [KNOWN_FAILURES=FILE] [REPORT_DIR=DIR] [REQUIRE_COVERAGE=1|0] [PROCS=N] hack/gate.sh [cnifault flags...]
 #
 # Runs `make deps build` for RUNTIME (a failure there is status 2), then
 # execs _output/bin/cnifault with its runtime and report dir, the flags every

@@ -3,10 +3,11 @@
 # scenario × runtime matrix (cnifault matrix).
 #
 #   [RUNTIMES="containerd-1.6 crio-1.34 /opt/vendor/bin"] [JOBS=N] [KNOWN_FAILURES=FILE]
-#   [MATRIX_DIR=DIR] [REQUIRE_COVERAGE=1] hack/matrix.sh [cnifault run flags...]
+#   [MATRIX_DIR=DIR] [REQUIRE_COVERAGE=1] [PROCS=N] hack/matrix.sh [cnifault run flags...]
 #
 # RUNTIMES empty or unset is every managed runtime (cnifault's default);
-# JOBS empty is the machine's core count. Each run gets the flags the gate
+# JOBS empty is the machine's core count; PROCS empty, each catalog in
+# cnifault's default processes (--procs). Each run gets the flags the gate
 # gives it (hack/run-flags.sh), then the given ones. Reports go to
 # MATRIX_DIR/<runtime>/ (default _output/matrix), each run's output to its
 # run.log there, and the matrix to MATRIX_DIR/matrix.md, .html and .json.

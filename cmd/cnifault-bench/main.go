@@ -1,184 +1,121 @@
-// Command cnifault-bench is `make bench`: it runs the whole matrix of
-// managed runtimes twice with cached builds — one runtime at a time, then
-// side by side on every core — and prints, from the reports, each
-// runtime's bring-up and catalog time and each matrix's wall time. It
-// measures; it asserts nothing, so no test ever depends on how fast a
-// machine is.
+// Command cnifault-bench is `make bench`: in one run, with cached builds,
+// it measures every managed runtime's catalog in one process and in
+// parallel processes (cnifault's default --procs), the catalog time of the
+// reference runtimes for each --procs from 1 to --max-procs, the floor this
+// machine allows a parallel catalog, and the ten-runtime matrix with
+// parallel catalogs side by side; it reads `make test`'s time from .ci/run's
+// own record. It prints each figure and judges the targets (issue 33) in
+// that same run, and where one is missed, where the time went. It measures;
+// it asserts nothing, so no test ever depends on how fast a machine is.
 //
-//	cnifault-bench [--out DIR] [--jobs N]
+//	cnifault-bench [--out DIR] [--runtimes A,B] [--sweep A,B] [--max-procs N] [--jobs N] [--no-matrix]
 //
-// Exit status: 0 when both matrices ran to reports (whatever their
-// verdicts), 2 when one could not run.
+// Exit status: 0 when every run wrote a report (whatever its verdicts), 2
+// when one could not run.
 package main
 
 import (
 	"flag"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
-	"slices"
-	"strconv"
 	"strings"
-	"time"
 
+	"github.com/cnifault/cnifault/fixtures/host"
 	"github.com/cnifault/cnifault/fixtures/report"
+	"github.com/cnifault/cnifault/fixtures/runtimes"
+	"github.com/cnifault/cnifault/fixtures/verdict"
 )
 
-// Targets on the project's reference machine (2 cores): the figures the
-// docs/performance.md reports against.
-// The catalog targets: without the sustained and storm scenarios (which
-// CI may leave out by their labels), and with them (issue 12).
-const (
-	catalogTarget     = 20 * time.Second
-	fullCatalogTarget = 60 * time.Second
-	matrixTarget      = 4 * time.Minute
-)
+// knownFailures gates every catalog the bench runs, and pins the races two
+// runs may differ in (agreement).
+const knownFailures = "hack/known-failures.yaml"
+
+// The references: one runtime of each family, whose catalogs are measured
+// for every --procs.
+var sweepDefault = []string{"containerd-2.4", "crio-1.36"}
 
 func main() {
-	out := flag.String("out", "_output/bench", "where each matrix's reports go (OUT/serial, OUT/side-by-side)")
-	jobs := flag.Int("jobs", runtime.NumCPU(), "runs at once in the side-by-side matrix")
+	out := flag.String("out", "_output/bench", "where the runs' reports go")
+	list := flag.String("runtimes", strings.Join(runtimes.Managed(), ","), "the runtimes whose catalogs run in one process and in parallel")
+	sweep := flag.String("sweep", strings.Join(sweepDefault, ","), "the runtimes whose catalogs run for each --procs from 1 to --max-procs (\"\" for none)")
+	maxProcs := flag.Int("max-procs", 6, "the sweep's largest --procs")
+	jobs := flag.Int("jobs", runtime.NumCPU(), "runtimes at once in the matrix of parallel catalogs")
+	noMatrix := flag.Bool("no-matrix", false, "leave the matrix out")
 	flag.Parse()
-	if *jobs < 1 || flag.NArg() > 0 {
-		fmt.Fprintln(os.Stderr, "usage: cnifault-bench [--out DIR] [--jobs N]")
+	if *jobs < 1 || *maxProcs < 1 || flag.NArg() > 0 {
+		fmt.Fprintln(os.Stderr, "usage: cnifault-bench [--out DIR] [--runtimes A,B] [--sweep A,B] [--max-procs N] [--jobs N] [--no-matrix]")
 		os.Exit(report.ExitHarness)
 	}
-	var runs []matrixRun
-	for _, m := range []struct {
-		name string
-		jobs int
-	}{{"serial", 1}, {"side-by-side", *jobs}} {
-		dir, err := filepath.Abs(filepath.Join(*out, m.name))
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "cnifault-bench:", err)
-			os.Exit(report.ExitHarness)
-		}
-		fmt.Fprintf(os.Stderr, "[bench] matrix %s (%d at once) into %s\n", m.name, m.jobs, dir)
-		wall, err := runMatrix(dir, m.jobs, os.Stderr)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "cnifault-bench:", err)
-			os.Exit(report.ExitHarness)
-		}
-		r := matrixRun{name: m.name, jobs: m.jobs, wall: wall}
-		if r.reports, err = readReports(dir); err != nil {
-			fmt.Fprintln(os.Stderr, "cnifault-bench:", err)
-			os.Exit(report.ExitHarness)
-		}
-		runs = append(runs, r)
-	}
-	fmt.Print(summary(runs))
-}
-
-// runMatrix runs hack/matrix.sh (make build has run) and returns its wall
-// time; verdicts do not matter here, only that every run wrote a report.
-func runMatrix(dir string, jobs int, log io.Writer) (time.Duration, error) {
-	if err := os.RemoveAll(dir); err != nil {
-		return 0, err
-	}
-	cmd := exec.Command("bash", "hack/matrix.sh")
-	cmd.Env = append(os.Environ(), "CNIFAULT_GATE_PREPARED=1", "RUNTIMES=", "MATRIX_DIR="+dir, "JOBS="+strconv.Itoa(jobs))
-	cmd.Stdout, cmd.Stderr = log, log
-	start := time.Now()
-	err := cmd.Run()
-	wall := time.Since(start)
-	if ee, ok := err.(*exec.ExitError); ok && ee.ExitCode() == report.ExitFail {
-		err = nil // a scenario failed: the runtime's finding, not the bench's
-	}
+	dir, err := filepath.Abs(*out)
 	if err != nil {
-		return 0, fmt.Errorf("matrix in %s: %w", dir, err)
+		fail(err)
 	}
-	return wall, nil
-}
+	// Whatever a catalog leaves running when its parent exits (a shim, a
+	// conmon that daemonized) comes back here, so that its CPU time is
+	// counted with the catalog's once it is reaped.
+	stop, err := host.AdoptOrphans()
+	if err != nil {
+		fail(fmt.Errorf("becoming a child subreaper: %w", err))
+	}
+	defer stop()
 
-func readReports(dir string) ([]*report.Report, error) {
-	paths, err := filepath.Glob(filepath.Join(dir, "*", "report.json"))
-	if err != nil || len(paths) == 0 {
-		return nil, fmt.Errorf("no reports under %s: %v", dir, err)
+	if pins, err = verdict.LoadKnownFailures(knownFailures); err != nil {
+		fail(err)
 	}
-	var rs []*report.Report
-	for _, p := range paths {
-		r, err := report.Read(p)
-		if err != nil {
-			return nil, err
+	b := bench{dir: dir, cores: runtime.NumCPU(), log: os.Stderr}
+	b.load0 = loadAverage()
+	for _, rt := range split(*list) {
+		b.catalogs = append(b.catalogs, pair{runtime: rt, serial: b.catalog(rt, 1), parallel: b.catalog(rt, 0)})
+	}
+	for _, rt := range split(*sweep) {
+		s := sweepRun{runtime: rt}
+		for n := 1; n <= *maxProcs; n++ {
+			if c := b.reuse(rt, n); c != nil {
+				s.runs = append(s.runs, *c)
+				continue
+			}
+			s.runs = append(s.runs, b.catalog(rt, n))
 		}
-		rs = append(rs, r)
+		b.sweeps = append(b.sweeps, s)
 	}
-	return rs, nil
+	if !*noMatrix {
+		m := b.matrix(*jobs)
+		b.matrixRun = &m
+	}
+	b.test = readCIRun(ciRunRecord)
+	b.load1 = loadAverage()
+	fmt.Print(b.summary())
+	if b.failed {
+		os.Exit(report.ExitHarness)
+	}
 }
 
-type matrixRun struct {
-	name    string
-	jobs    int
-	wall    time.Duration
-	reports []*report.Report
-}
-
-func name(r *report.Report) string {
-	if r.Runtime.Managed != "" {
-		return r.Runtime.Managed
-	}
-	return r.Runtime.Name
-}
-
-// catalog is a run's time without its bring-up.
-func catalog(r *report.Report) float64 { return r.DurationSeconds - r.Runtime.BringUpSeconds }
-
-// slowFamilies is the time of a run's sustained and storm scenarios
-// (labels fault:storm, fault:sustained).
-func slowFamilies(r *report.Report) float64 {
-	t := 0.0
-	for _, s := range r.Scenarios {
-		if s.Has(report.LabelStorm) || s.Has(report.LabelSustained) {
-			t += s.DurationSeconds
-		}
-	}
-	return t
-}
-
-// summary is the table docs/performance.md quotes: per runtime from the serial
-// matrix (nothing else competes for the cores there) and, beside it, the
-// same run's time when the runtimes ran side by side; then both walls.
-func summary(runs []matrixRun) string {
-	var b strings.Builder
-	serial, side := runs[0], runs[len(runs)-1]
-	sideByName := map[string]*report.Report{}
-	for _, r := range side.reports {
-		sideByName[name(r)] = r
-	}
-	fmt.Fprintf(&b, "%-16s %9s %9s %16s %9s %15s\n", "runtime", "bring-up", "catalog", "storm+sustained", "run", "run side by side")
-	slowest, slowestName := 0.0, ""
-	slowestBase, slowestBaseName := 0.0, ""
-	for _, r := range slices.SortedFunc(slices.Values(serial.reports), func(a, b *report.Report) int { return strings.Compare(name(a), name(b)) }) {
-		n := name(r)
-		sideRun := "-"
-		if s, ok := sideByName[n]; ok {
-			sideRun = fmt.Sprintf("%.1fs", s.DurationSeconds)
-		}
-		fmt.Fprintf(&b, "%-16s %8.1fs %8.1fs %15.1fs %8.1fs %15s\n", n, r.Runtime.BringUpSeconds, catalog(r), slowFamilies(r), r.DurationSeconds, sideRun)
-		if r.Runtime.Name == "containerd" && catalog(r) > slowest {
-			slowest, slowestName = catalog(r), n
-		}
-		if base := catalog(r) - slowFamilies(r); r.Runtime.Name == "containerd" && base > slowestBase {
-			slowestBase, slowestBaseName = base, n
+func split(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
 		}
 	}
-	for _, m := range runs {
-		fmt.Fprintf(&b, "matrix %-13s %d runtimes, %d at once: %s wall\n", m.name, len(m.reports), m.jobs, m.wall.Round(time.Second))
-	}
-	if slowestName != "" {
-		fmt.Fprintf(&b, "target: a containerd catalog without storm and sustained <= %s: slowest %s, %.1fs (%s)\n",
-			catalogTarget, slowestBaseName, slowestBase, verdict(slowestBase <= catalogTarget.Seconds()))
-		fmt.Fprintf(&b, "target: a containerd catalog <= %s: slowest %s, %.1fs (%s)\n", fullCatalogTarget, slowestName, slowest, verdict(slowest <= fullCatalogTarget.Seconds()))
-	}
-	fmt.Fprintf(&b, "target: the whole matrix <= %s wall: side by side %s (%s)\n", matrixTarget, side.wall.Round(time.Second), verdict(side.wall <= matrixTarget))
-	return b.String()
+	return out
 }
 
-func verdict(met bool) string {
-	if met {
-		return "met"
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "cnifault-bench:", err)
+	os.Exit(report.ExitHarness)
+}
+
+// loadAverage is /proc/loadavg's first three fields.
+func loadAverage() string {
+	raw, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
 	}
-	return "missed"
+	f := strings.Fields(string(raw))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
 }

@@ -82,7 +82,9 @@ var allowed = map[string][]string{
 	"cmd/cnifault-soak": {"fixtures/report", "fixtures/verdict"},
 	// hack/deps.sh's containerd builder: the same Build bisect uses.
 	"cmd/cnifault-build": {"fixtures/containerd"},
-	"cmd/cnifault-bench": {"fixtures/report"},
+	// make bench: the managed runtimes' list, the outcome it compares runs
+	// by, and the subreaper that brings a catalog's orphans' CPU time home.
+	"cmd/cnifault-bench": {"fixtures/report", "fixtures/verdict", "fixtures/runtimes", "fixtures/host"},
 	// make image: the harness's own image, as the pause image is built.
 	"cmd/cnifault-image": {"fixtures/image"},
 	// A runtime's goroutine dump read for what a verdict rests on: it knows

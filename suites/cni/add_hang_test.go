@@ -36,15 +36,21 @@ var (
 )
 
 // leaksSettle inventories the instance over hangSettles until it holds no
-// leak, and returns the last inventory's.
-func (sc *scenario) leaksSettle(ctx SpecContext) leakReport {
+// leak, and returns the last inventory's. Where what is left is held by a
+// hung ADD that the runtime keeps past the window (CRI-O: scn.HeldByHang),
+// the window ends at once with the inventory it would end with, and held
+// says why; elsewhere held is "".
+func (sc *scenario) leaksSettle(ctx SpecContext) (left leakReport, held string) {
 	GinkgoHelper()
-	var left leakReport
 	pollRounds(ctx, hangSettles, hangSettles.Bound(inventoryBound), func() bool {
 		left = sc.Leaks(ctx)
-		return len(left.Leaks) == 0
+		if len(left.Leaks) == 0 {
+			return true
+		}
+		held = sc.HeldByHang(hangSettleWindow)
+		return held != ""
 	})
-	return left
+	return left, held
 }
 
 var _ = Describe("RunPodSandbox", func() {
@@ -66,7 +72,12 @@ var _ = Describe("RunPodSandbox", func() {
 			contract.Expect(err).To(HaveOccurred(), "RunPodSandbox returned although ADD hangs")
 
 			By("waiting for the runtime to clean up within the settle window")
-			contract.Expect(sc.leaksSettle(ctx)).To(BeClean())
+			left, held := sc.leaksSettle(ctx)
+			var why []any
+			if held != "" {
+				why = []any{"%s: none of it can go within the %s settle window", held, hangSettleWindow}
+			}
+			contract.Expect(left).To(BeClean(), why...)
 
 			By("running the same pod again now that ADD passes")
 			pollRounds(ctx, hangRetries, hangRetries.Bound(criCallTimeout), func() bool {

@@ -137,7 +137,7 @@ var _ = Describe("RunPodSandbox beside a pod whose ADD hangs", func() {
 			// Inventoried before any verdict, so that the report holds what
 			// was left whichever part of the contract failed.
 			By("inventorying the instance within the settle window")
-			left := sc.leaksSettle(ctx)
+			left, _ := sc.leaksSettle(ctx)
 
 			sc.expectStartedAgain(ctx, runErr, "the second pod's start beside the hung ADD")
 			if proof != "" {

@@ -46,6 +46,7 @@ var _ = ReportAfterSuite("cnifault report", func(r Report) {
 	rep := verdict.Build(suiteOf(r))
 	rep.Host = report.ProbeHost()
 	rep.Command = report.CommandLine(os.Args...)
+	rep.Processes, rep.Serial = 1, tc.SerialReason()
 	exitCode = verdict.Publish(rep, verdict.Publication{
 		Stdout: stdout, Stderr: os.Stderr,
 		KnownFailures: tc.KnownFailures, RequireCoverage: tc.RequireCoverage, ReportDir: tc.ReportDir,

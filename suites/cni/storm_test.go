@@ -128,8 +128,21 @@ func (sc *scenario) settledCounts(ctx SpecContext, settle time.Duration, want ma
 		return sc.leakCounts(ctx)
 	}
 	counts := func() map[string]int { return report.CountKinds(sc.Scenario.Leaks) }
-	sc.inventoryUntil(ctx, max(settle, sc.SettleWindow()), func() bool {
-		return maps.Equal(counts(), want) && !sc.Transient()
+	window := max(settle, sc.SettleWindow())
+	sc.inventoryUntil(ctx, window, func() bool {
+		if sc.Transient() {
+			return false
+		}
+		if maps.Equal(counts(), want) {
+			return true
+		}
+		// Nothing can go before the window ends (CRI-O's hung ADD):
+		// these are the counts it would end with.
+		if why := sc.HeldByHang(window); why != "" {
+			GinkgoWriter.Printf("counting %v now, not at the end of the %s window: %s\n", counts(), window, why)
+			return true
+		}
+		return false
 	})
 	sc.FinishInspection(sc.journal)
 	return counts()

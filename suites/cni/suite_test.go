@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path"
 	"path/filepath"
 	"sort"
@@ -98,10 +99,24 @@ var (
 
 func init() {
 	// `make e2e` sent SIGTERM dies without passing it on: ask the kernel to
-	// deliver it to us instead, so Ginkgo's interrupt handling tears the
-	// runtime down. init runs on the main thread, which the setting needs.
-	_ = unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGTERM), 0, 0, 0)
+	// tell us instead, so Ginkgo's interrupt handling tears the runtime
+	// down. The kernel sends the death signal each time it reparents this
+	// process, and a parent with threads (a Go program: a parallel run,
+	// cnifault matrix) reparents it through each thread as they exit: a
+	// second SIGTERM would make Ginkgo skip the teardown. So the death
+	// signal is one of our own, the first of which becomes one SIGTERM.
+	// init runs on the main thread, which the setting needs.
+	deaths := make(chan os.Signal, 1)
+	signal.Notify(deaths, parentDeathSignal)
+	go func() {
+		<-deaths
+		_ = unix.Kill(os.Getpid(), unix.SIGTERM)
+	}()
+	_ = unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(parentDeathSignal), 0, 0, 0)
 }
+
+// parentDeathSignal tells this process its parent died (PR_SET_PDEATHSIG).
+const parentDeathSignal = unix.SIGUSR2
 
 // TestMain is cnifault's entry: the CLI runs commands and checks
 // the input; only a run that may start reaches the specs.
@@ -162,7 +177,9 @@ func previewCatalog() []cli.Entry {
 		}
 		out = append(out, cli.Entry{ID: id, Labels: verdict.OtherLabels(s.Labels()),
 			Description: strings.TrimPrefix(s.ContainerHierarchyTexts[len(s.ContainerHierarchyTexts)-1], "when "),
-			Asserts:     s.LeafNodeText, Kubelet: kubeletModel(s.Labels())})
+			Asserts:     s.LeafNodeText, Kubelet: kubeletModel(s.Labels()),
+			// The preview marks what the filters leave out skipped.
+			Selected: !s.State.Is(types.SpecStateSkipped | types.SpecStatePending)})
 	}
 	sort.Slice(out, func(a, b int) bool { return out[a].ID < out[b].ID })
 	return out
@@ -184,10 +201,20 @@ func TestCNIFault(t *testing.T) {
 	RunSpecs(t, "cnifault", suite, reporter)
 }
 
+// process is this process's number among the run's: a parallel run's
+// (--procs), or Ginkgo's where its CLI runs processes. The instance, the
+// bridge and the subnet carry it.
+func process() int {
+	if n := tc.Process(); n > 0 {
+		return n
+	}
+	return GinkgoParallelProcess()
+}
+
 var _ = BeforeSuite(func(ctx SpecContext) {
 	runID = scn.NewRunID()
 
-	instance := fmt.Sprintf("%s-p%d", runID, GinkgoParallelProcess())
+	instance := fmt.Sprintf("%s-p%d", runID, process())
 	var err error
 	bringUp := time.Now()
 	if tc.Endpoint != "" {
@@ -273,7 +300,7 @@ func replaceDeadRuntime(ctx SpecContext) {
 	GinkgoWriter.Printf("%s is down and does not start again: replacing its instance for the rest of the run\n", rt.Name())
 	Expect(rt.Teardown(ctx)).To(Succeed(), "tearing down the instance that does not start again")
 	replacements++
-	next, err := startManaged(ctx, fmt.Sprintf("%s-p%d-r%d", runID, GinkgoParallelProcess(), replacements))
+	next, err := startManaged(ctx, fmt.Sprintf("%s-p%d-r%d", runID, process(), replacements))
 	Expect(err).NotTo(HaveOccurred(), "bringing up a replacement instance")
 	rt = next
 	runScope = nil

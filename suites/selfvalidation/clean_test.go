@@ -96,7 +96,11 @@ var _ = Describe("cnifault clean", Label("interrupt", "sweep", "clean"), Serial,
 				own.record(liveDir)
 
 				By("starting a second run on " + killedRuntime + " in the same work dir, and killing it with SIGKILL mid-scenario")
-				killed := suiteCommand(ctx, killedRuntime, filepath.Join(reports, "clean-killed"), workDir)
+				// One process: a parallel run killed outright has its
+				// processes told by the kernel, and they tear down on their
+				// own (parallel_test.go); one process killed leaves its
+				// instance to the sweep.
+				killed := suiteCommand(ctx, killedRuntime, filepath.Join(reports, "clean-killed"), workDir, "--procs", "1")
 				killedOut := gbytes.NewBuffer()
 				killed.Stdout, killed.Stderr = killedOut, GinkgoWriter
 				Expect(killed.Start()).To(Succeed())

@@ -369,6 +369,14 @@ var _ = Describe("External endpoint mode", Label("external"), Ordered, func() {
 			expectGatesClean(r, "on the external containerd")
 		})
 
+		It("runs in one process, given the default processes, and its report says why", func() {
+			Expect(r.Processes).To(Equal(1))
+			Expect(r.Serial).To(ContainSubstring("an external endpoint is one runtime with one CNI conf dir"))
+			for _, s := range r.Scenarios {
+				Expect(s.Process).To(BeZero(), s.ID)
+			}
+		})
+
 		It("started foreign pods during the run", func() {
 			foreign.mu.Lock()
 			defer foreign.mu.Unlock()

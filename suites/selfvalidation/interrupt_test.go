@@ -1,6 +1,7 @@
 package selfvalidation_test
 
 import (
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"syscall"
@@ -16,16 +17,19 @@ import (
 // interruptTimeout bounds an interrupted run's teardown.
 const interruptTimeout = 90 * time.Second
 
-// startedRuntime waits until a suite run has a live containerd in workDir.
+// startedRuntime waits until a suite run has a live managed runtime in
+// workDir: each of its processes (--procs) one instance.
 func startedRuntime(workDir string) func(g Gomega) {
 	return func(g Gomega) {
 		// containerd.pid or crio.pid: the daemon of the managed runtime.
 		pidFiles, _ := filepath.Glob(filepath.Join(workDir, "*", "*.pid"))
-		g.Expect(pidFiles).To(HaveLen(1))
-		own.record(filepath.Dir(pidFiles[0]))
-		pid, err := host.ReadPidFile(pidFiles[0])
-		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(host.Alive(pid)).To(BeTrue())
+		g.Expect(pidFiles).NotTo(BeEmpty())
+		for _, f := range pidFiles {
+			own.record(filepath.Dir(f))
+			pid, err := host.ReadPidFile(f)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(host.Alive(pid)).To(BeTrue())
+		}
 	}
 }
 
@@ -49,9 +53,9 @@ var _ = Describe("An interrupted run", Label("interrupt"), Serial, func() {
 		reportDir = filepath.Join(repoRoot, "_output", "reports", "interrupt")
 	})
 
-	When("the harness gets SIGTERM while the runtime is up", func() {
-		DescribeTable("tears the runtime down and leaves nothing", func(ctx SpecContext, runtime string) {
-			cmd := suiteCommand(ctx, runtime, reportDir, workDir)
+	When("the harness gets SIGTERM or SIGINT while the runtime is up", func() {
+		DescribeTable("tears the runtime down and leaves nothing", func(ctx SpecContext, runtime string, sig syscall.Signal, procs string) {
+			cmd := suiteCommand(ctx, runtime, reportDir, workDir, "--procs", procs)
 			out := gbytes.NewBuffer()
 			cmd.Stdout, cmd.Stderr = out, GinkgoWriter
 			Expect(cmd.Start()).To(Succeed())
@@ -62,17 +66,20 @@ var _ = Describe("An interrupted run", Label("interrupt"), Serial, func() {
 			Eventually(out).WithContext(ctx).WithTimeout(time.Minute).WithPolling(20 * time.Millisecond).Should(gbytes.Say(`RUN +\S+`))
 			Eventually(startedRuntime(workDir)).WithContext(ctx).Should(Succeed())
 
-			By("sending SIGTERM to the harness")
-			Expect(cmd.Process.Signal(syscall.SIGTERM)).To(Succeed())
+			By(fmt.Sprintf("sending %v to the harness", sig))
+			Expect(cmd.Process.Signal(sig)).To(Succeed())
 			err := cmd.Wait()
 			Expect(err).To(HaveOccurred(), "an interrupted run must not exit 0")
 
 			By("inspecting the node")
 			expectNoResidue(ctx, before)
 		},
-			Entry("containerd-2.4", "containerd-2.4", SpecTimeout(interruptTimeout)),
-			Entry("containerd-1.6", "containerd-1.6", SpecTimeout(interruptTimeout)),
-			Entry("crio-1.34", "crio-1.34", SpecTimeout(interruptTimeout)),
+			// In parallel processes (the default) the run hands each of
+			// them the interrupt; in one, Ginkgo's handler tears down.
+			Entry("containerd-2.4 in parallel processes, SIGTERM", "containerd-2.4", syscall.SIGTERM, parallelProcs, SpecTimeout(interruptTimeout)),
+			Entry("containerd-2.4 in parallel processes, SIGINT", "containerd-2.4", syscall.SIGINT, parallelProcs, SpecTimeout(interruptTimeout)),
+			Entry("containerd-1.6 in one process", "containerd-1.6", syscall.SIGTERM, "1", SpecTimeout(interruptTimeout)),
+			Entry("crio-1.34 in parallel processes", "crio-1.34", syscall.SIGTERM, parallelProcs, SpecTimeout(interruptTimeout)),
 		)
 	})
 

@@ -25,7 +25,9 @@ var _ = Describe("A run killed outright", Label("interrupt", "sweep"), Serial, f
 	When("the harness gets SIGKILL mid-run", func() {
 		DescribeTable("is swept by the next run's bring-up, which leaves nothing", func(ctx SpecContext, runtime string) {
 			reports := filepath.Join(repoRoot, "_output", "reports")
-			killed := suiteCommand(ctx, runtime, filepath.Join(reports, "killed"), workDir)
+			// One process: a parallel run killed outright is its
+			// processes' parent, whose death they learn of (parallel_test.go).
+			killed := suiteCommand(ctx, runtime, filepath.Join(reports, "killed"), workDir, "--procs", "1")
 			out := gbytes.NewBuffer()
 			killed.Stdout, killed.Stderr = out, GinkgoWriter
 			Expect(killed.Start()).To(Succeed())

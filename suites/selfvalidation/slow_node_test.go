@@ -109,7 +109,11 @@ func (s *slowRun) start(ctx SpecContext) {
 	Expect(os.MkdirAll(reportDir, 0o755)).To(Succeed())
 	args := append([]string{"--runtime", s.runtime, "--report-dir", reportDir, "--cgroup-root", s.limit.Name},
 		runFlags(filepath.Join(repoRoot, "_output", "work-slow"))...)
-	args = append(args, "-ginkgo.timeout="+slowSuiteTimeout.String())
+	// One process: the slow node is one catalog's timing on a quarter of
+	// one CPU, which processes at once would only share (the waits they
+	// overlap on an idle node are CPU there), and its bounds were set for
+	// one.
+	args = append(args, "-ginkgo.timeout="+slowSuiteTimeout.String(), "--procs", "1")
 	cmd := harnessCommand(ctx, args...)
 	cmd.Args = s.limit.Wrap(append([]string{suiteBinary()}, args...))
 	cmd.Path = cmd.Args[0]

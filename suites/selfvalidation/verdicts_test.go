@@ -266,6 +266,7 @@ var _ = Describe("cnifault", Ordered, ContinueOnFailure, func() {
 	for _, rt := range managedRuntimes {
 		describeRuntime(m, rt.name, rt.version, report.ExitFail)
 	}
+	describeSerialAgreement(m)
 	itInspectsEveryKind()
 
 	It("reports a failed RunPodSandbox and a stuck reclaim in the runtime's words", func() {
