@@ -20,8 +20,14 @@ import (
 	"github.com/cnifault/cnifault/fixtures/report"
 )
 
-// suiteRunTimeout bounds one whole run of the CNI suite on one runtime.
-const suiteRunTimeout = 5 * time.Minute
+// suiteRunTimeout bounds one whole run of the CNI suite on one runtime: a
+// backstop for a harness that hangs, never a deadline a catalog must meet.
+// A catalog takes 1.5-3 minutes idle, but 6m35s-7m38s for crio-1.36 on a
+// quarter of one CPU (make slow), and at a load average near 60 on 2 cores
+// the by-dir containerd 2.0 and 2.4 catalogs were cut at the 5 minutes this
+// was before (error "the run was interrupted"): twice the slowest catalog
+// measured.
+const suiteRunTimeout = 15 * time.Minute
 
 // residueSettle bounds how long what a run made may take to go after the
 // run has returned: its orphaned processes to exit, their mounts to go.
