@@ -42,8 +42,10 @@ const (
 	foreignPodInterval = time.Second
 	// foreignCallTimeout bounds one CRI call for a foreign pod.
 	foreignCallTimeout = 30 * time.Second
-	// restoreTimeout bounds `cnifault restore`.
-	restoreTimeout = 2 * time.Minute
+	// restoreTimeout bounds `cnifault restore`: pod removal, the rest of
+	// the undo and CRI-O's release of what it holds (external.Bounds's
+	// Teardown, 3m20s), with a margin.
+	restoreTimeout = 4 * time.Minute
 )
 
 // nodeFile is a file of a node dir with everything that makes it the node's.

@@ -3,7 +3,9 @@ package selfvalidation_test
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -140,6 +142,14 @@ var _ = Describe("A run in parallel processes", Label("parallel", "interrupt"), 
 				"-ginkgo.label-filter=fault:teardown || control")
 			out := gbytes.NewBuffer()
 			cmd.Stdout, cmd.Stderr = out, out
+			// Runs last: where the spec fails before the next run has swept
+			// the killed process's instance, it is swept here, so that one
+			// failure is not the suite's residue too.
+			DeferCleanup(func(ctx SpecContext) {
+				clean, err := exec.CommandContext(ctx, suiteBinary(), "clean", "--work-dir", workDir).CombinedOutput()
+				GinkgoWriter.Printf("cnifault clean: %s\n", clean)
+				Expect(err).NotTo(HaveOccurred(), "cnifault clean:\n%s", clean)
+			}, NodeTimeout(cleanTimeout))
 			Expect(cmd.Start()).To(Succeed())
 			DeferCleanup(stopHarness, cmd)
 
@@ -152,6 +162,12 @@ var _ = Describe("A run in parallel processes", Label("parallel", "interrupt"), 
 				g.Expect(procs).To(HaveLen(2))
 				victim = procs[1]
 			}).WithContext(ctx).Should(Succeed())
+			// A process owns the scenarios it has taken; on a loaded node
+			// the victim may still be bringing its runtime up while the
+			// other takes the first ones. Two scenarios running at once
+			// are one in each process: the victim has a share to lose.
+			Eventually(func() int { return runningScenarios(out.Contents()) }).
+				WithContext(ctx).WithTimeout(2*time.Minute).WithPolling(20*time.Millisecond).Should(Equal(2), "both processes running a scenario")
 
 			By(fmt.Sprintf("killing process %d of the run with SIGKILL", victim))
 			Expect(syscall.Kill(victim, syscall.SIGKILL)).To(Succeed())
@@ -181,6 +197,15 @@ var _ = Describe("A run in parallel processes", Label("parallel", "interrupt"), 
 		}, SpecTimeout(killedTimeout))
 	})
 })
+
+// runningScenarios counts the scenarios a run's progress shows started
+// and not yet ended: a RUN line each, then its verdict's line.
+func runningScenarios(progress []byte) int {
+	started := regexp.MustCompile(`(?m)^RUN +\S+`).FindAll(progress, -1)
+	verdicts := strings.ToUpper(strings.Join(report.Verdicts, "|"))
+	ended := regexp.MustCompile(`(?m)^(`+verdicts+`) +\S+ +[0-9.]+s$`).FindAll(progress, -1)
+	return len(started) - len(ended)
+}
 
 // processesOf are the run's processes: its children running this binary.
 func processesOf(run int) []int {
