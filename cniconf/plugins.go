@@ -49,9 +49,29 @@ type Loopback struct{}
 func (Loopback) PluginType() string { return "loopback" }
 
 // Portmap is the reference portmap plugin, with the portMappings capability
-// enabled as kubelet-managed nodes have it.
+// enabled as kubelet-managed nodes have it (NewPortmap).
 type Portmap struct {
 	Capabilities map[string]bool `json:"capabilities,omitempty"`
+	// Backend is where portmap writes a pod's DNAT and SNAT rules:
+	// PortmapIPTables (per-pod CNI-DN-* chains under the shared
+	// CNI-HOSTPORT-* ones, through the iptables binary) or PortmapNFTables
+	// (rules commented with the container id in its own "cni_hostport"
+	// table, plugins v1.5.0 on); "" lets portmap pick (iptables unless
+	// only nftables is there).
+	Backend string `json:"backend,omitempty"`
+}
+
+// portmap's backends (plugins/meta/portmap main.go ensureBackend).
+const (
+	PortmapIPTables = "iptables"
+	PortmapNFTables = "nftables"
+)
+
+// NewPortmap is portmap with the portMappings capability, which a runtime
+// needs to see before it passes a pod's port mappings, writing through
+// backend.
+func NewPortmap(backend string) Portmap {
+	return Portmap{Capabilities: map[string]bool{"portMappings": true}, Backend: backend}
 }
 
 // PluginType implements Plugin.
