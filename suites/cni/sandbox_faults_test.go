@@ -1,0 +1,78 @@
+package cni_test
+
+import (
+	"context"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cnifault/cnifault/fixtures/image"
+	"github.com/cnifault/cnifault/fixtures/report"
+	"github.com/cnifault/cnifault/fixtures/runtimes"
+)
+
+// unknownHandler is a runtime handler no runtime has: a RuntimeClass whose
+// handler the node was never configured with.
+const unknownHandler = "cnifault-no-such-handler"
+
+// sandboxImageRestore bounds putting the sandbox image back after
+// sandbox-image-missing: the adapter's own import (a CRI-O's skopeo copy
+// into its storage is the slower, within a minute) and CRI seeing it.
+const sandboxImageRestore = 90 * time.Second
+
+// A RunPodSandbox that fails at a step before or after the network that
+// has nothing to do with CNI: a RuntimeClass whose handler the runtime does
+// not have, a sandbox image missing from the node (the pull moved into
+// CRI's sandbox controller in containerd 2.x, after the pod's network is
+// set up: containerd#12849, #13424). Either way it must leave nothing.
+var _ = Describe("RunPodSandbox", func() {
+	var sc *scenario
+	current := func() *scenario { return sc }
+
+	When("the pod's runtime handler is not configured", Scenario("unknown-runtime-handler"), Label("fault:sandbox"), func() {
+		BeforeEach(func(ctx SpecContext) {
+			sc = newScenario(ctx)
+			By("installing bridge, and running the pod with runtime handler " + unknownHandler)
+			sc.InstallNetwork(ctx, sc.chain())
+			sc.RuntimeHandler = unknownHandler
+			sc.ExpectRuntimeError(unknownHandler)
+		}, NodeTimeout(scenarioSetupTimeout))
+		itFailsAndLeavesNothing(current)
+	})
+
+	// The image is the harness's own, imported from its archive (the node
+	// has no registry): its reference, localhost/cnifault/pause:v1, names a
+	// registry on the node itself, so a pull the runtime attempts for it
+	// never leaves the node, and fails there.
+	When("the sandbox image is missing from the node", Scenario("sandbox-image-missing"), Label("fault:sandbox", report.LabelManagedOnly), func() {
+		BeforeEach(func(ctx SpecContext) {
+			imp, ok := rt.(runtimes.SandboxImageImporter)
+			if !ok {
+				skipLacking(report.NeedManaged, "the harness removes no image of an external runtime's")
+			}
+			sc = newScenario(ctx)
+			By("installing bridge, observed by cni-fault")
+			sc.InstallNetwork(ctx, sc.chain(sc.Fault()))
+
+			By("removing the sandbox image " + image.PauseRef + " from the runtime")
+			has, err := rt.CRI().HasImage(ctx, image.PauseRef)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(has).To(BeTrue(), "the runtime has no sandbox image %s to remove", image.PauseRef)
+			// Registered before the removal: the image comes back whatever
+			// happens after it.
+			sc.Repairs = append(sc.Repairs, func() error {
+				ictx, cancel := context.WithTimeout(context.Background(), sandboxImageRestore)
+				defer cancel()
+				return imp.ImportSandboxImage(ictx)
+			})
+			_, err = rt.CRI().Image.RemoveImage(ctx, &runtimeapi.RemoveImageRequest{Image: &runtimeapi.ImageSpec{Image: image.PauseRef}})
+			Expect(err).NotTo(HaveOccurred(), "removing the sandbox image")
+			Eventually(func() (bool, error) { return rt.CRI().HasImage(ctx, image.PauseRef) }).
+				WithContext(ctx).WithPolling(pollInterval).Should(BeFalse(), "the runtime still lists the sandbox image it removed")
+			sc.ExpectRuntimeError(image.PauseRef)
+		}, NodeTimeout(scenarioSetupTimeout))
+		itFailsAndLeavesNothing(current)
+	})
+})
