@@ -157,6 +157,9 @@ func TestCNIFault(t *testing.T) {
 
 var _ = BeforeSuite(func(ctx SpecContext) {
 	runID = scn.NewRunID()
+	// Every harness run on the node shares what it knows of the hostPort
+	// skeletons under the state root.
+	scn.HostPortLockDir = tc.StateRoot
 
 	instance := fmt.Sprintf("%s-p%d", runID, GinkgoParallelProcess())
 	var err error
