@@ -11,6 +11,7 @@ import (
 	"github.com/cnifault/cnifault/fixtures/image"
 	"github.com/cnifault/cnifault/fixtures/report"
 	"github.com/cnifault/cnifault/fixtures/runtimes"
+	scn "github.com/cnifault/cnifault/fixtures/scenario"
 )
 
 // unknownHandler is a runtime handler no runtime has: a RuntimeClass whose
@@ -45,7 +46,12 @@ var _ = Describe("RunPodSandbox", func() {
 	// The image is the harness's own, imported from its archive (the node
 	// has no registry): its reference, localhost/cnifault/pause:v1, names a
 	// registry on the node itself, so a pull the runtime attempts for it
-	// never leaves the node, and fails there.
+	// never leaves the node, and fails there. A pod on the healthy network
+	// first shows that it is the runtime's sandbox image (its verbose
+	// status names the image it runs): a call that fails once it is gone
+	// has met the fault even where the runtime's error names only the
+	// registry it could not pull from (CRI-O 1.34: "pinging container
+	// registry localhost").
 	When("the sandbox image is missing from the node", Scenario("sandbox-image-missing"), Label("fault:sandbox", report.LabelManagedOnly), func() {
 		BeforeEach(func(ctx SpecContext) {
 			imp, ok := rt.(runtimes.SandboxImageImporter)
@@ -56,10 +62,17 @@ var _ = Describe("RunPodSandbox", func() {
 			By("installing bridge, observed by cni-fault")
 			sc.InstallNetwork(ctx, sc.chain(sc.Fault()))
 
+			By("starting a pod on the healthy network, to learn the runtime's sandbox image, and removing it")
+			id, err := sc.RunPod(ctx, scn.Within(criCallTimeout), sc.PodConfigOf(1, 0))
+			Expect(err).NotTo(HaveOccurred(), "the pod did not start on a healthy network")
+			img, err := sc.SandboxImage(ctx, id)
+			Expect(err).NotTo(HaveOccurred(), "the healthy pod's sandbox image")
+			Expect(rt.CRI().StopPodSandbox(ctx, id)).To(Succeed(), "stopping the pod on the healthy network")
+			Expect(rt.CRI().RemovePodSandbox(ctx, id)).To(Succeed(), "removing the pod on the healthy network")
+			Expect(img).To(Equal(image.PauseRef), "the runtime's sandbox image is not the one the harness imported")
+			sc.Error = ""
+
 			By("removing the sandbox image " + image.PauseRef + " from the runtime")
-			has, err := rt.CRI().HasImage(ctx, image.PauseRef)
-			Expect(err).NotTo(HaveOccurred())
-			Expect(has).To(BeTrue(), "the runtime has no sandbox image %s to remove", image.PauseRef)
 			// Registered before the removal: the image comes back whatever
 			// happens after it.
 			sc.Repairs = append(sc.Repairs, func() error {
@@ -72,6 +85,15 @@ var _ = Describe("RunPodSandbox", func() {
 			Eventually(func() (bool, error) { return rt.CRI().HasImage(ctx, image.PauseRef) }).
 				WithContext(ctx).WithPolling(pollInterval).Should(BeFalse(), "the runtime still lists the sandbox image it removed")
 			sc.ExpectRuntimeError(image.PauseRef)
+			sc.ExpectFault("the call to fail while the runtime's sandbox image, which the healthy pod ran, is absent", func(ctx context.Context) (string, bool) {
+				if sc.Error == "" {
+					return "", false
+				}
+				if has, err := rt.CRI().HasImage(ctx, image.PauseRef); err != nil || has {
+					return "", false
+				}
+				return "the call failed while the sandbox image " + image.PauseRef + " the healthy pod ran was absent", true
+			})
 		}, NodeTimeout(scenarioSetupTimeout))
 		itFailsAndLeavesNothing(current)
 	})

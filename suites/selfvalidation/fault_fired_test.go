@@ -68,8 +68,10 @@ func startsPodFirst(s report.Scenario) bool {
 	return s.Has(report.LabelControl) || s.Has(report.LabelTeardown) || s.Has("fault:reboot") || s.Has("fault:restart") ||
 		// A host-network scenario starts a host-network pod on the healthy
 		// network first; a user-namespaced one probes the runtime with a
-		// user-namespaced pod and, refused, a plain one.
-		s.Has("shape:hostnetwork") || s.Has("shape:userns")
+		// user-namespaced pod and, refused, a plain one; and
+		// sandbox-image-missing a pod on the healthy network, to learn the
+		// runtime's sandbox image.
+		s.Has("shape:hostnetwork") || s.Has("shape:userns") || s.ID == "sandbox-image-missing"
 }
 
 // neverFiresManagedRuntime is the managed runtime of the managed
