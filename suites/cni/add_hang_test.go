@@ -63,28 +63,37 @@ var _ = Describe("RunPodSandbox", func() {
 			sc.InstallHangingAdd(ctx)
 		}, NodeTimeout(scenarioSetupTimeout))
 
-		It("leaves nothing within the settle window and accepts the same pod again", func(ctx SpecContext) {
-			By("running a pod sandbox with a short deadline")
-			_, err := sc.RunSandboxWithin(ctx, hangDeadline)
-
-			By("checking that ADD hung")
-			sc.ExpectFaultFired(ctx, faultFiredTimeout)
-			contract.Expect(err).To(HaveOccurred(), "RunPodSandbox returned although ADD hangs")
-
-			By("waiting for the runtime to clean up within the settle window")
-			left, held := sc.leaksSettle(ctx)
-			var why []any
-			if held != "" {
-				why = []any{"%s: none of it can go within the %s settle window", held, hangSettleWindow}
-			}
-			contract.Expect(left).To(BeClean(), why...)
-
-			By("running the same pod again now that ADD passes")
-			pollRounds(ctx, hangRetries, hangRetries.Bound(criCallTimeout), func() bool {
-				_, err = sc.RunSandboxE(ctx)
-				return err == nil
-			})
-			sc.expectStartedAgain(ctx, err, "the same pod's retry once ADD passes (a sandbox name reserved by the abandoned call refuses it)")
-		}, SpecTimeout(scenarioTimeout))
+		itLeavesNothingPastTheHang(func() *scenario { return sc })
 	})
 })
+
+// itLeavesNothingPastTheHang declares the contract of an ADD that hangs
+// once past the client's deadline (the install's fault): the call fails,
+// the runtime cleans up within the settle window, and the same pod starts
+// once ADD passes.
+func itLeavesNothingPastTheHang(current func() *scenario) {
+	It("leaves nothing within the settle window and accepts the same pod again", func(ctx SpecContext) {
+		sc := current()
+		By("running a pod sandbox with a short deadline")
+		_, err := sc.RunSandboxWithin(ctx, hangDeadline)
+
+		By("checking that ADD hung")
+		sc.ExpectFaultFired(ctx, faultFiredTimeout)
+		contract.Expect(err).To(HaveOccurred(), "RunPodSandbox returned although ADD hangs")
+
+		By("waiting for the runtime to clean up within the settle window")
+		left, held := sc.leaksSettle(ctx)
+		var why []any
+		if held != "" {
+			why = []any{"%s: none of it can go within the %s settle window", held, hangSettleWindow}
+		}
+		contract.Expect(left).To(BeClean(), why...)
+
+		By("running the same pod again now that ADD passes")
+		pollRounds(ctx, hangRetries, hangRetries.Bound(criCallTimeout), func() bool {
+			_, err = sc.RunSandboxE(ctx)
+			return err == nil
+		})
+		sc.expectStartedAgain(ctx, err, "the same pod's retry once ADD passes (a sandbox name reserved by the abandoned call refuses it)")
+	}, SpecTimeout(scenarioTimeout))
+}

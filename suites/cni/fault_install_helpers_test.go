@@ -20,13 +20,24 @@ func (sc *scenario) journal() []cniconf.JournalEntry {
 // still hanging (scn.Scenario.StopHungPlugins), telling the spec's output.
 func (sc *scenario) stopHungPlugins() { sc.StopHungPlugins(GinkgoWriter.Printf) }
 
-// InstallHangingAdd installs bridge, then cni-fault whose ADD hangs once and
-// passes afterwards: the first call blocks inside ADD with an address
-// allocated, and a retry of the same pod can succeed.
+// chain is the scenario's network list: bridge, then the plugins its pod
+// shape needs (portmap for a hostPort pod: scn.Scenario.UsePortmap), then
+// after.
+func (sc *scenario) chain(after ...cniconf.Plugin) cniconf.NetworkList {
+	plugins := []cniconf.Plugin{sc.Network.BridgePlugin()}
+	if p := sc.Portmap(); p != nil {
+		plugins = append(plugins, *p)
+	}
+	return cniconf.NewList(sc.Network.Name, append(plugins, after...)...)
+}
+
+// InstallHangingAdd installs bridge (and its shape's plugins), then
+// cni-fault whose ADD hangs once and passes afterwards: the first call
+// blocks inside ADD with an address allocated, and a retry of the same pod
+// can succeed.
 func (sc *scenario) InstallHangingAdd(ctx SpecContext) {
 	GinkgoHelper()
-	sc.InstallNetwork(ctx, cniconf.NewList(sc.Network.Name,
-		sc.Network.BridgePlugin(), sc.Fault().On(cniconf.VerbAdd, cniconf.Hang().Times(1), cniconf.Pass())))
+	sc.InstallNetwork(ctx, sc.chain(sc.Fault().On(cniconf.VerbAdd, cniconf.Hang().Times(1), cniconf.Pass())))
 }
 
 // InstallFaultsFileNetwork installs bridge, then a cni-fault whose config

@@ -38,6 +38,15 @@ var (
 	modelNodeReboot = "a node reboot with the pods running: once the runtime is up again, kubelet lists the old sandboxes " +
 		"and stops and removes each (StopPodSandbox, then RemovePodSandbox, on every sync: " + teardownSyncs(teardownWindow).String() +
 		", each call within kubelet's " + criCallTimeout.String() + ")"
+	modelPodAcrossRestart = "kubelet's pod living through a runtime restart: RunPodSandbox; the runtime is killed and " +
+		"restarted; kubelet's next sync starts a container in the pod (CreateContainer and StartContainer, with the pod's " +
+		"user namespace, each within kubelet's " + criCallTimeout.String() + "); then Stop and Remove of the pod"
+	modelHostNetwork = "kubelet starting a host-network pod (a CNI's own DaemonSet pod: kubelet admits host-network pods " +
+		"while NetworkReady is false) with RunPodSandbox at attempt 0 within kubelet's " + criCallTimeout.String() +
+		" runtime-request-timeout, after one such pod started and was removed on the healthy network; then Stop and Remove"
+	modelHostNetworkBesideHang = "kubelet starting a host-network pod (RunPodSandbox at attempt 0 within kubelet's " +
+		criCallTimeout.String() + " runtime-request-timeout) while another pod's RunPodSandbox hangs in ADD; then Stop and " +
+		"Remove of both, as kubelet's next syncs do"
 	modelLateConfig = "a node boot: the runtime starts with no CNI config and RunPodSandbox comes at once, with " +
 		"kubelet's 2 min deadline (a call the runtime holds resumes when the config appears); then Stop and Remove of " +
 		"the early sandboxes, and RunPodSandbox of each pod at attempt 1"
@@ -60,6 +69,12 @@ func kubeletModel(labels []string) string {
 		return modelLateConfig
 	case has("kubelet:pod-beside-hang"):
 		return modelPodBesideHang
+	case has("kubelet:pod-across-restart"):
+		return modelPodAcrossRestart
+	case has("kubelet:host-network"):
+		return modelHostNetwork
+	case has("kubelet:host-network-beside-hang"):
+		return modelHostNetworkBesideHang
 	case has(report.LabelTeardown):
 		return modelTeardown
 	case has(report.LabelStorm):

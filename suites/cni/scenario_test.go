@@ -171,11 +171,18 @@ func (sc *scenario) InstallMalformed(ctx SpecContext, content []byte) {
 // meets it (ExpectConfigFault).
 func (sc *scenario) InstallNoNetwork(ctx SpecContext) {
 	GinkgoHelper()
+	sc.emptyConfDir(ctx)
+	sc.ExpectConfigFault()
+}
+
+// emptyConfDir empties the conf dir and waits until the runtime has no
+// usable network.
+func (sc *scenario) emptyConfDir(ctx SpecContext) {
+	GinkgoHelper()
 	sc.UseRaw(nil)
 	Expect(cniconf.ConfDir(rt.CNIConfDir()).Clear()).To(Succeed())
 	Expect(runtimes.NetworkConfigChanged(ctx, rt)).To(Succeed(), "the runtime did not take up the new config")
 	sc.waitNoNetwork(ctx)
-	sc.ExpectConfigFault()
 }
 
 func (sc *scenario) waitNoNetwork(ctx SpecContext) {
