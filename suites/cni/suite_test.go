@@ -213,9 +213,6 @@ func process() int {
 
 var _ = BeforeSuite(func(ctx SpecContext) {
 	runID = scn.NewRunID()
-	// Every harness run on the node shares what it knows of the hostPort
-	// skeletons under the state root.
-	scn.HostPortLockDir = tc.StateRoot
 
 	instance := fmt.Sprintf("%s-p%d", runID, process())
 	var err error
