@@ -42,11 +42,11 @@ const (
 	foreignPodInterval = time.Second
 	// foreignCallTimeout bounds one CRI call for a foreign pod.
 	foreignCallTimeout = 30 * time.Second
-	// restoreTimeout bounds `cnifault restore`: pod removal, the rest of
-	// the undo and CRI-O's release of what it holds (external.Bounds's
-	// Teardown, 3m20s), with a margin.
-	restoreTimeout = 4 * time.Minute
 )
+
+// restoreTimeout bounds `cnifault restore`, which undoes what an external
+// run's teardown would: that teardown's bound, with a margin.
+var restoreTimeout = external.Bounds.Teardown + time.Minute
 
 // nodeFile is a file of a node dir with everything that makes it the node's.
 type nodeFile struct {
