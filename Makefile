@@ -195,8 +195,11 @@ unit:
 # at a time: about 9.5 minutes on a loaded 2-core machine) is only part of it,
 # and so is containerd-2.4's catalog on a quarter of one CPU (the slow node:
 # 5-6 minutes on a loaded machine).
+# Ginkgo's JSON report of the self-validation: make bench reads it to say
+# where make test's time went.
+SELFVALIDATION_REPORT ?= $(CURDIR)/_output/selfvalidation.json
 selfvalidate:
-	CNIFAULT_REQUIRE=1 CNIFAULT_SUITE_BINARY=$(BIN)/cnifault $(GO) test -count=1 -timeout 105m ./suites/selfvalidation
+	CNIFAULT_REQUIRE=1 CNIFAULT_SUITE_BINARY=$(BIN)/cnifault $(GO) test -count=1 -timeout 105m ./suites/selfvalidation -args -ginkgo.json-report=$(SELFVALIDATION_REPORT)
 
 # The slow node (suites/selfvalidation/slow_node_test.go): the catalog of
 # each of SLOW_RUNTIMES with the harness, the runtime, its shims and plugins

@@ -85,6 +85,7 @@ func main() {
 		b.matrixRun = &m
 	}
 	b.test = readCIRun(ciRunRecord)
+	b.selfValidation = readSelfValidation(selfValidationRecord)
 	b.load1 = loadAverage()
 	fmt.Print(b.summary())
 	if b.failed {

@@ -39,7 +39,7 @@ func TestSummaryJudgesTheTargets(t *testing.T) {
 	b.matrixRun = &matrixRun{jobs: 2, wall: 5 * time.Minute, cpu: 9 * time.Minute, reports: make([]*report.Report, 10)}
 	b.test = &ciRun{Seconds: 14 * 60, Finished: "2026-12-05T21:00:00Z", Commit: "abc1234", Load: "3.0 2.0 1.0"}
 	got := b.summary()
-	for _, want := range []string{
+	mustContain(t, "summary", got,
 		"load average at the start 1.00 0.50 0.20, at the end 2.00 1.00 0.50; 2 cores",
 		"containerd-2.4        1.0s      80.0s     60.0s      4      40.0s     66.0s   0.50    30.0s    1.33  same",
 		"crio-1.36             1.0s     140.0s    100.0s      4     100.0s    120.0s   0.71    50.0s    2.00  add-hang-deadline: verdict fail became pass",
@@ -56,11 +56,7 @@ func TestSummaryJudgesTheTargets(t *testing.T) {
 		"where crio-1.36's parallel catalog (100.0s, 4 processes) went: floor 50.0s (longest storm-add-hang 36.0s; CPU 100.0s / 2 cores = 50.0s)",
 		"  process 1  storm-add-hang                     60.0s  alone   36.0s  waiting for a core   24.0s",
 		"  process 1  (all)                              80.0s  alone   54.0s  waiting for a core   26.0s",
-	} {
-		if !strings.Contains(got, want) {
-			t.Errorf("summary lacks %q:\n%s", want, got)
-		}
-	}
+	)
 	if strings.Contains(got, "where containerd-2.4's") {
 		t.Errorf("a runtime that met its targets gets a breakdown:\n%s", got)
 	}
@@ -101,5 +97,15 @@ func TestAgreementIsTheGatesComparison(t *testing.T) {
 	par.rep.Scenarios[0].Teardown = report.TeardownWhileFaulted
 	if got := agreement(one.rep, par.rep); got != "teardown-del-error: teardown after-clear became while-faulted" {
 		t.Fatalf("a changed teardown: %q", got)
+	}
+}
+
+// mustContain fails t for each of wants that got (what names it) lacks.
+func mustContain(t *testing.T, what, got string, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
+		if !strings.Contains(got, want) {
+			t.Errorf("%s lacks %q:\n%s", what, want, got)
+		}
 	}
 }

@@ -22,12 +22,15 @@ type bench struct {
 	cores int
 	log   io.Writer
 
-	catalogs     []pair
-	sweeps       []sweepRun
-	matrixRun    *matrixRun
-	test         *ciRun
-	load0, load1 string
-	failed       bool
+	catalogs  []pair
+	sweeps    []sweepRun
+	matrixRun *matrixRun
+	test      *ciRun
+	// selfValidation is make selfvalidate's spec by spec time, from the
+	// same .ci/run as test.
+	selfValidation *svTimes
+	load0, load1   string
+	failed         bool
 }
 
 // catalogRun is one catalog run as hack/gate.sh (make e2e) makes it.

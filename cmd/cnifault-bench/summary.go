@@ -117,6 +117,9 @@ func (b *bench) summary() string {
 	if t := b.test; t != nil {
 		d := time.Duration(t.Seconds) * time.Second
 		fmt.Fprintf(&w, "target: make test <= %s: %s (%s)\n", testTarget, d.Round(time.Second), met(d <= testTarget))
+		if d > testTarget {
+			w.WriteString(testBreakdown(d, b.selfValidation, 10))
+		}
 	} else {
 		fmt.Fprintf(&w, "target: make test <= %s: no record in %s (run .ci/run)\n", testTarget, ciRunRecord)
 	}
