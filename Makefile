@@ -191,13 +191,14 @@ lint:
 unit:
 	CNIFAULT_REQUIRE=1 $(GO) test -count=1 $(UNIT_PKGS)
 
+# Ginkgo's JSON report of the self-validation: make bench reads it to say
+# where make test's time went.
+SELFVALIDATION_REPORT ?= $(CURDIR)/_output/selfvalidation.json
+
 # The bound is the package's: the matrix of every managed runtime (ten, two
 # at a time: about 9.5 minutes on a loaded 2-core machine) is only part of it,
 # and so is containerd-2.4's catalog on a quarter of one CPU (the slow node:
 # 5-6 minutes on a loaded machine).
-# Ginkgo's JSON report of the self-validation: make bench reads it to say
-# where make test's time went.
-SELFVALIDATION_REPORT ?= $(CURDIR)/_output/selfvalidation.json
 selfvalidate:
 	CNIFAULT_REQUIRE=1 CNIFAULT_SUITE_BINARY=$(BIN)/cnifault $(GO) test -count=1 -timeout 105m ./suites/selfvalidation -args -ginkgo.json-report=$(SELFVALIDATION_REPORT)
 

@@ -9,6 +9,14 @@
 // it asserts nothing, so no test ever depends on how fast a machine is.
 //
 //	cnifault-bench [--out DIR] [--runtimes A,B] [--sweep A,B] [--max-procs N] [--jobs N] [--no-matrix]
+//	cnifault-bench failures [FILE]
+//	cnifault-bench cpu FILE -- COMMAND...
+//
+// failures prints what each failed spec of the self-validation's JSON
+// report (FILE, default _output/selfvalidation.json) said: .ci/run ends a
+// failed make test with it. cpu runs COMMAND and writes into FILE the CPU
+// time of every process it started, and of what those left behind, with
+// COMMAND's exit status: .ci/run records make test's this way.
 //
 // Exit status: 0 when every run wrote a report (whatever its verdicts), 2
 // when one could not run.
@@ -37,6 +45,19 @@ const knownFailures = "hack/known-failures.yaml"
 var sweepDefault = []string{"containerd-2.4", "crio-1.36"}
 
 func main() {
+	if len(os.Args) > 4 && os.Args[1] == "cpu" && os.Args[3] == "--" {
+		os.Exit(cpuAccount(os.Args[2], os.Args[4:]))
+	}
+	if len(os.Args) > 1 && os.Args[1] == "failures" {
+		path := selfValidationRecord
+		if len(os.Args) > 2 {
+			path = os.Args[2]
+		}
+		if !failuresDigest(os.Stdout, path) {
+			os.Exit(report.ExitHarness)
+		}
+		return
+	}
 	out := flag.String("out", "_output/bench", "where the runs' reports go")
 	list := flag.String("runtimes", strings.Join(runtimes.Managed(), ","), "the runtimes whose catalogs run in one process and in parallel")
 	sweep := flag.String("sweep", strings.Join(sweepDefault, ","), "the runtimes whose catalogs run for each --procs from 1 to --max-procs (\"\" for none)")

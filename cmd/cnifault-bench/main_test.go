@@ -77,6 +77,23 @@ func TestSweepNamesTheFastestWithTheSameVerdicts(t *testing.T) {
 	}
 }
 
+// A missed make test target says what its CPU over the cores alone takes,
+// from .ci/run's record (cnifault-bench cpu); a record without CPU (before
+// it was kept) says nothing of it.
+func TestAMissedMakeTestTargetNamesItsCPUFloor(t *testing.T) {
+	b := bench{cores: 2}
+	b.test = &ciRun{Seconds: 31 * 60, Finished: "2026-12-06T10:00:00Z", Commit: "abc1234", Load: "0.5 0.4 0.3", CPU: 2400, Cores: 2}
+	got := b.summary()
+	mustContain(t, "summary", got,
+		"31m0s, exit status 0; CPU 40m0s (over 2 cores: 20m0s)",
+		"target: make test <= 15m0s: 31m0s (missed)\n  its CPU over the cores alone takes 20m0s: missed\n",
+	)
+	b.test.CPU = 0
+	if got := b.summary(); strings.Contains(got, "CPU over the cores alone takes") || strings.Contains(got, "; CPU") {
+		t.Errorf("a record without CPU names a floor:\n%s", got)
+	}
+}
+
 // Without .ci/run's record, the make test target says where to get one.
 func TestNoTestRecord(t *testing.T) {
 	b := bench{cores: 2}

@@ -221,6 +221,20 @@ type ciRun struct {
 	Finished string  `json:"finished"`
 	Commit   string  `json:"commit"`
 	Load     string  `json:"load_average"`
+	// CPU is the CPU time of make test's processes and of what they left
+	// behind (cnifault-bench cpu), 0 in a record of before it was kept;
+	// Cores the machine's.
+	CPU   float64 `json:"cpu_seconds"`
+	Cores int     `json:"cores"`
+}
+
+// floor is make test's CPU over the machine's cores: no schedule of its
+// checks on this machine is faster (0: not recorded).
+func (r *ciRun) floor() time.Duration {
+	if r.CPU == 0 || r.Cores == 0 {
+		return 0
+	}
+	return time.Duration(r.CPU / float64(r.Cores) * float64(time.Second))
 }
 
 func readCIRun(path string) *ciRun {

@@ -52,3 +52,41 @@ func TestMakeTestsTimeIsBrokenDownFromTheSelfValidationsReport(t *testing.T) {
 		t.Errorf("without a report: %q", got)
 	}
 }
+
+// A failed make test ends with what each failed spec said, from the same
+// report: Ginkgo's summary names them only.
+func TestTheFailuresDigestQuotesEachFailedSpecsMessage(t *testing.T) {
+	failed := func(leaf, msg string) map[string]any {
+		return map[string]any{"ContainerHierarchyTexts": []string{"cnifault on containerd-2.3"}, "LeafNodeType": "It", "LeafNodeText": leaf,
+			"State": "failed", "Failure": map[string]any{"Message": msg, "Location": map[string]any{"FileName": "/x/verdicts_test.go", "LineNumber": 203}}}
+	}
+	long := strings.Repeat("line\n", 40)
+	report := []map[string]any{{"SpecReports": []map[string]any{
+		{"LeafNodeType": "It", "LeafNodeText": "passes", "State": "passed"},
+		failed("gives storm-partial-add-del-fails the verdict pass", "on containerd-2.3: storm-partial-add-del-fails: verdict fail, want pass\n"+long),
+	}}}
+	path := filepath.Join(t.TempDir(), "selfvalidation.json")
+	raw, err := json.Marshal(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var w strings.Builder
+	if !failuresDigest(&w, path) {
+		t.Fatalf("the digest did not read the report: %s", w.String())
+	}
+	got := w.String()
+	mustContain(t, "the digest", got,
+		"failed specs (1)",
+		"[failed] cnifault on containerd-2.3 gives storm-partial-add-del-fails the verdict pass (/x/verdicts_test.go:203)\n    on containerd-2.3: storm-partial-add-del-fails: verdict fail, want pass\n",
+		"… 29 more lines",
+	)
+	if strings.Contains(got, "passes") {
+		t.Errorf("the digest quotes a passed spec:\n%s", got)
+	}
+	if failuresDigest(&w, filepath.Join(t.TempDir(), "none.json")) {
+		t.Error("the digest found a report that is not there")
+	}
+}

@@ -93,6 +93,7 @@ func specOf(s types.SpecReport) verdict.Spec {
 	}
 	var v string
 	spec.Contract = decodeEntry(s, verdictEntry, &v) && v == report.Fail
+	spec.Interrupted = s.State.Is(types.SpecStateInterrupted)
 	var recorded report.Scenario
 	if decodeEntry(s, scenarioEntry, &recorded) {
 		spec.Recorded = &recorded
