@@ -8,22 +8,6 @@ import (
 	"strings"
 )
 
-// failedSpec is what the digest reads of a failed spec in Ginkgo's JSON
-// report (by field name, as readSelfValidation does).
-type failedSpec struct {
-	ContainerHierarchyTexts []string
-	LeafNodeText            string
-	LeafNodeType            string
-	State                   string
-	Failure                 struct {
-		Message  string
-		Location struct {
-			FileName   string
-			LineNumber int
-		}
-	}
-}
-
 // digestLines bounds each failure's message in the digest: Gomega's first
 // lines name what differed; the rest (a whole report, a stack) is in the
 // run's junit.xml.
@@ -45,12 +29,12 @@ func failuresDigest(w io.Writer, path string) bool {
 		fmt.Fprintf(w, "no self-validation report at %s: %v\n", path, err)
 		return false
 	}
-	var reports []struct{ SpecReports []failedSpec }
+	var reports []ginkgoReport
 	if err := json.Unmarshal(raw, &reports); err != nil {
 		fmt.Fprintf(w, "%s: %v\n", path, err)
 		return false
 	}
-	var failed []failedSpec
+	var failed []specReport
 	for _, r := range reports {
 		for _, s := range r.SpecReports {
 			switch s.State {
@@ -65,8 +49,7 @@ func failuresDigest(w io.Writer, path string) bool {
 			fmt.Fprintf(w, "… and %d more (the run's junit.xml has them all)\n", len(failed)-i)
 			break
 		}
-		text := strings.TrimSpace(strings.Join(append(append([]string{}, s.ContainerHierarchyTexts...), s.LeafNodeText), " "))
-		fmt.Fprintf(w, "[%s] %s (%s:%d)\n", s.State, text, s.Failure.Location.FileName, s.Failure.Location.LineNumber)
+		fmt.Fprintf(w, "[%s] %s (%s:%d)\n", s.State, s.text(), s.Failure.Location.FileName, s.Failure.Location.LineNumber)
 		lines := strings.Split(strings.TrimRight(s.Failure.Message, "\n"), "\n")
 		for j, l := range lines {
 			if j == digestLines {

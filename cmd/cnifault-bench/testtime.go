@@ -16,14 +16,31 @@ import (
 // (nanoseconds, as time.Duration encodes).
 type ginkgoReport struct {
 	RunTime     time.Duration
-	SpecReports []struct {
-		ContainerHierarchyTexts  []string
-		ContainerHierarchyLabels [][]string
-		LeafNodeType             string
-		LeafNodeText             string
-		LeafNodeLabels           []string
-		RunTime                  time.Duration
+	SpecReports []specReport
+}
+
+// specReport is one spec of Ginkgo's JSON report: its texts, labels, node
+// type and time, and how it ended (State, Failure) for the failures digest.
+type specReport struct {
+	ContainerHierarchyTexts  []string
+	ContainerHierarchyLabels [][]string
+	LeafNodeType             string
+	LeafNodeText             string
+	LeafNodeLabels           []string
+	RunTime                  time.Duration
+	State                    string
+	Failure                  struct {
+		Message  string
+		Location struct {
+			FileName   string
+			LineNumber int
+		}
 	}
+}
+
+// text is the spec's full text, its containers' and its own.
+func (s specReport) text() string {
+	return strings.TrimSpace(strings.Join(append(slices.Clone(s.ContainerHierarchyTexts), s.LeafNodeText), " "))
 }
 
 // decorators are the labels Ginkgo adds for a decorator, not a check.
@@ -72,8 +89,7 @@ func readSelfValidation(path string) *svTimes {
 					}
 				}
 			}
-			text := strings.TrimSpace(strings.Join(append(slices.Clone(s.ContainerHierarchyTexts), s.LeafNodeText), " "))
-			t.specs = append(t.specs, specTime{text: text, labels: labels, d: s.RunTime})
+			t.specs = append(t.specs, specTime{text: s.text(), labels: labels, d: s.RunTime})
 		}
 	}
 	return &t

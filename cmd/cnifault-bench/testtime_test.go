@@ -27,14 +27,7 @@ func TestMakeTestsTimeIsBrokenDownFromTheSelfValidationsReport(t *testing.T) {
 		spec("cnifault", "finds docs up to date", 0, "docs"),
 		{"LeafNodeType": "BeforeSuite", "RunTime": time.Minute},
 	}}}
-	path := filepath.Join(t.TempDir(), "selfvalidation.json")
-	raw, err := json.Marshal(report)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, raw, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	path := writeReport(t, report)
 	sv := readSelfValidation(path)
 	if sv == nil || len(sv.specs) != 3 {
 		t.Fatalf("the report's specs with a time read as %+v, want 3", sv)
@@ -65,14 +58,7 @@ func TestTheFailuresDigestQuotesEachFailedSpecsMessage(t *testing.T) {
 		{"LeafNodeType": "It", "LeafNodeText": "passes", "State": "passed"},
 		failed("gives storm-partial-add-del-fails the verdict pass", "on containerd-2.3: storm-partial-add-del-fails: verdict fail, want pass\n"+long),
 	}}}
-	path := filepath.Join(t.TempDir(), "selfvalidation.json")
-	raw, err := json.Marshal(report)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, raw, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	path := writeReport(t, report)
 	var w strings.Builder
 	if !failuresDigest(&w, path) {
 		t.Fatalf("the digest did not read the report: %s", w.String())
@@ -89,4 +75,19 @@ func TestTheFailuresDigestQuotesEachFailedSpecsMessage(t *testing.T) {
 	if failuresDigest(&w, filepath.Join(t.TempDir(), "none.json")) {
 		t.Error("the digest found a report that is not there")
 	}
+}
+
+// writeReport writes v as a self-validation JSON report in a temp dir, and
+// returns its path.
+func writeReport(t *testing.T, v any) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "selfvalidation.json")
+	raw, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
