@@ -66,16 +66,7 @@ var _ = Describe("RunPodSandbox beside a pod whose ADD hangs", func() {
 			first := sc.StartPodsAtOnce(ctx, scn.Within(criCallTimeout), 0, []int{0})
 
 			By("checking that its ADD hangs")
-			// Up to HangReach for a runtime to reach the plugin, but no
-			// longer than faultFiredTimeout once the call has ended: a call
-			// that failed before ADD (a missing sandbox image) never hangs.
-			quiet := NewGomega(func(string, ...int) {})
-			quiet.Eventually(func() bool { return sc.SeeFired(ctx) || first.done[0].Load() }).
-				WithContext(ctx).WithTimeout(scn.HangReach).WithPolling(pollInterval).Should(BeTrue())
-			sc.ExpectFaultFired(ctx, faultFiredTimeout)
-			hung, err := sc.hungPID(cniconf.VerbAdd)
-			Expect(err).NotTo(HaveOccurred(), "reading cni-fault's journal")
-			Expect(hung).To(BeNumerically(">", 0), "cni-fault's journal names no hung ADD")
+			hung := sc.expectHungAdd(ctx, first)
 
 			By("rewriting the scenario's list in place, its IPv4 range moved to the subnet's upper half, as a CNI agent does")
 			marker := subnetAddress(sc.Network.Subnet, 128)
@@ -103,6 +94,7 @@ var _ = Describe("RunPodSandbox beside a pod whose ADD hangs", func() {
 			// one, proves a held call at once; only without one does the
 			// harness wait out the bound.
 			var proof string
+			quiet := NewGomega(func(string, ...int) {})
 			quiet.Eventually(func() bool {
 				if isClosed(done) {
 					return true

@@ -165,16 +165,7 @@ var _ = Describe("RunPodSandbox for a host-network pod", func() {
 				By(fmt.Sprintf("starting a plain pod whose ADD hangs (its deadline %s)", hungPodDeadline))
 				sc.RunStarted = time.Now()
 				first := sc.StartPodsAtOnce(ctx, scn.Within(hungPodDeadline), 0, []int{0})
-				// Up to HangReach for a runtime to reach the plugin, but no
-				// longer than faultFiredTimeout once the call has ended: a
-				// call that failed before ADD never hangs.
-				quiet := NewGomega(func(string, ...int) {})
-				quiet.Eventually(func() bool { return sc.SeeFired(ctx) || first.done[0].Load() }).
-					WithContext(ctx).WithTimeout(scn.HangReach).WithPolling(pollInterval).Should(BeTrue())
-				sc.ExpectFaultFired(ctx, faultFiredTimeout)
-				hung, err := sc.hungPID(cniconf.VerbAdd)
-				Expect(err).NotTo(HaveOccurred(), "reading cni-fault's journal")
-				Expect(hung).To(BeNumerically(">", 0), "cni-fault's journal names no hung ADD")
+				hung := sc.expectHungAdd(ctx, first)
 
 				_, run, stop, remove := sc.startHostNetworkPod(ctx)
 				stillHung := host.Alive(hung)

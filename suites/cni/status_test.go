@@ -248,6 +248,23 @@ func skipNoStatus() {
 		" after the list was installed (cni-fault's journal holds no STATUS call): its NetworkReady does not follow STATUS here")
 }
 
+// expectHungAdd waits for the first pod's ADD to hang and returns the
+// hung cni-fault's pid. It waits up to HangReach for a runtime to reach
+// the plugin, but no longer than faultFiredTimeout once the call has
+// ended: a call that failed before ADD (a missing sandbox image) never
+// hangs.
+func (sc *scenario) expectHungAdd(ctx SpecContext, first *podCalls) int {
+	GinkgoHelper()
+	quiet := NewGomega(func(string, ...int) {})
+	quiet.Eventually(func() bool { return sc.SeeFired(ctx) || first.done[0].Load() }).
+		WithContext(ctx).WithTimeout(scn.HangReach).WithPolling(pollInterval).Should(BeTrue())
+	sc.ExpectFaultFired(ctx, faultFiredTimeout)
+	hung, err := sc.hungPID(cniconf.VerbAdd)
+	Expect(err).NotTo(HaveOccurred(), "reading cni-fault's journal")
+	Expect(hung).To(BeNumerically(">", 0), "cni-fault's journal names no hung ADD")
+	return hung
+}
+
 // hungPID is the pid of the first cni-fault invocation of verb v that
 // hangs, from the journal; 0 if none does yet.
 func (sc *scenario) hungPID(v cniconf.Verb) (int, error) {
