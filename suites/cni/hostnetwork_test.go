@@ -124,14 +124,7 @@ var _ = Describe("RunPodSandbox for a host-network pod", func() {
 				sc.expectStatusAsked(ctx)
 
 				By("making STATUS fail: the same list, cni-fault's STATUS now an error")
-				failing := sc.Fault().On(cniconf.VerbStatus, cniconf.Fail(cniconf.CodePluginNotAvailable, "cnifault: injected STATUS error"))
-				sc.writeList(ctx, cniconf.NewList(sc.Network.Name, sc.Network.BridgePlugin(), failing).AtVersion(cniconf.CNIVersion110))
-				sc.ExpectNodeJournal(failing, cniconf.VerbStatus)
-				asked := pollRounds(ctx, statusPolls, statusPollsBound, func() bool {
-					_, _ = rt.CRI().Network(ctx)
-					return sc.SeeFired(ctx)
-				})
-				Expect(asked).To(BeTrue(), "the runtime did not ask the failing STATUS (CRI Status polled %s)", statusPolls)
+				sc.expectStatusFailing(ctx)
 				if err := sc.pollReady(ctx, false); err != nil {
 					GinkgoWriter.Printf("the runtime still reports NetworkReady while STATUS fails (status-not-ready's verdict): %v\n", err)
 				}

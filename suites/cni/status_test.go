@@ -51,7 +51,6 @@ var statusPollsBound = statusPolls.Bound(criCallTimeout)
 // it): that is a finding, not a harness error.
 var _ = Describe("CNI STATUS", func() {
 	var sc *scenario
-	failStatus := cniconf.Fail(cniconf.CodePluginNotAvailable, "cnifault: injected STATUS error")
 
 	install := func(ctx SpecContext, f cniconf.Fault) {
 		sc.InstallStatusNetwork(ctx, cniconf.NewList(sc.Network.Name, sc.Network.BridgePlugin(), f).AtVersion(cniconf.CNIVersion110))
@@ -97,14 +96,7 @@ var _ = Describe("CNI STATUS", func() {
 			Expect(err).NotTo(HaveOccurred(), "the pod did not start on a ready network")
 
 			By("making STATUS fail: the same list, cni-fault's STATUS now an error")
-			failing := sc.Fault().On(cniconf.VerbStatus, failStatus)
-			sc.writeList(ctx, cniconf.NewList(sc.Network.Name, sc.Network.BridgePlugin(), failing).AtVersion(cniconf.CNIVersion110))
-			sc.ExpectNodeJournal(failing, cniconf.VerbStatus)
-			asked := pollRounds(ctx, statusPolls, statusPollsBound, func() bool {
-				_, _ = rt.CRI().Network(ctx)
-				return sc.SeeFired(ctx)
-			})
-			Expect(asked).To(BeTrue(), "the runtime did not ask the failing STATUS (CRI Status polled %s)", statusPolls)
+			sc.expectStatusFailing(ctx)
 
 			By("stopping and removing the pod, as kubelet does")
 			contract.Expect(rt.CRI().StopPodSandbox(ctx, id)).To(Succeed(), "StopPodSandbox failed while STATUS failed")
@@ -246,6 +238,25 @@ func (sc *scenario) expectStatusAsked(ctx SpecContext) {
 func skipNoStatus() {
 	skipLacking(report.NeedCNIStatus, "the runtime did not invoke CNI STATUS while CRI Status was polled "+statusPolls.String()+
 		" after the list was installed (cni-fault's journal holds no STATUS call): its NetworkReady does not follow STATUS here")
+}
+
+// failStatus is the STATUS error the scenarios inject: the plugin not
+// available, as a CNI agent that is not ready says.
+var failStatus = cniconf.Fail(cniconf.CodePluginNotAvailable, "cnifault: injected STATUS error")
+
+// expectStatusFailing makes STATUS fail in the scenario's list (the same
+// list, cni-fault's STATUS now failStatus) and waits, polling CRI Status as
+// kubelet does, until the runtime asked the failing STATUS.
+func (sc *scenario) expectStatusFailing(ctx SpecContext) {
+	GinkgoHelper()
+	failing := sc.Fault().On(cniconf.VerbStatus, failStatus)
+	sc.writeList(ctx, cniconf.NewList(sc.Network.Name, sc.Network.BridgePlugin(), failing).AtVersion(cniconf.CNIVersion110))
+	sc.ExpectNodeJournal(failing, cniconf.VerbStatus)
+	asked := pollRounds(ctx, statusPolls, statusPollsBound, func() bool {
+		_, _ = rt.CRI().Network(ctx)
+		return sc.SeeFired(ctx)
+	})
+	Expect(asked).To(BeTrue(), "the runtime did not ask the failing STATUS (CRI Status polled %s)", statusPolls)
 }
 
 // expectHungAdd waits for the first pod's ADD to hang and returns the
