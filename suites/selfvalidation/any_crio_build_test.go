@@ -44,7 +44,8 @@ var _ = Describe("A CRI-O build that is none of the named runtimes", Label("any-
 			Expect(ok).To(BeTrue(), s.ID)
 			expectSignature(&s, want, "on a CRI-O build run by dir")
 		}
-		Expect(ran).To(ConsistOf("healthy-network", "late-cni-config", "malformed-cni-config", "missing-plugin-binary", "no-cni-config"), r.Output)
+		Expect(ran).To(ConsistOf("healthy-network", "hostnetwork-no-cni-config", "late-cni-config", "malformed-cni-config",
+			"missing-plugin-binary", "no-cni-config", "userns-no-cni-config"), r.Output)
 		Expect(r.ExitCode).To(Equal(report.ExitPass), r.Output)
 	}, SpecTimeout(suiteRunTimeout))
 
