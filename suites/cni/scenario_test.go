@@ -77,7 +77,7 @@ func newScenario(ctx SpecContext) *scenario {
 	Expect(id).NotTo(BeEmpty(), "spec %q has no scenario label", CurrentSpecReport().FullText())
 	texts := CurrentSpecReport().ContainerHierarchyTexts
 	sc := &scenario{scn.New(rt, scope(),
-		scn.ScenarioNames{RunID: runID, Process: process(), Seq: scenarioSeq, ID: id},
+		scn.ScenarioNames{RunID: runID, Process: process(), Seq: scenarioSeq, ID: id, SubnetOctet: subnetOctet},
 		strings.TrimPrefix(texts[len(texts)-1], "when "))}
 	sc.Kubelet = kubeletModel(CurrentSpecReport().Labels())
 	Expect(sc.Prepare()).To(Succeed())

@@ -93,6 +93,9 @@ func init() { tc.RegisterFlags(flag.CommandLine) }
 var (
 	rt    runtimes.Runtime
 	runID string
+	// subnetOctet is the process's scenario subnet, claimed for the run
+	// (scn.ClaimSubnet).
+	subnetOctet int
 	// exitCode is decided by the report, not by Ginkgo's pass/fail.
 	exitCode = report.ExitHarness
 )
@@ -215,7 +218,12 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	runID = scn.NewRunID()
 
 	instance := fmt.Sprintf("%s-p%d", runID, process())
-	var err error
+	// Claimed first, so given up last: after the instance's teardown has
+	// removed every pod in the subnet.
+	subnet, err := scn.ClaimSubnet(runID, process())
+	Expect(err).NotTo(HaveOccurred(), "claiming a scenario subnet")
+	DeferCleanup(subnet.Release)
+	subnetOctet = subnet.N()
 	bringUp := time.Now()
 	if tc.Endpoint != "" {
 		By("checking the runtime at " + tc.Endpoint)
