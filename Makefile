@@ -1,5 +1,6 @@
 # cnifault: CNI fault-injection conformance for container runtimes.
-#   make e2e [RUNTIME=containerd-1.6|containerd-2.4|crio-1.36|/path/to/containerd/bin|/path/to/crio/bin] [PROCS=N]
+#   make e2e [RUNTIME=containerd-1.6|containerd-2.4|crio-1.36|/path/to/containerd/bin|/path/to/crio/bin] [PROCS=N] [KUBELET=1]
+#   make kubelet-check [KUBELET_RUNTIMES="containerd-2.4 containerd-1.7 crio-1.36 /path/to/containerd/bin"]
 #   make matrix [RUNTIMES="containerd-1.6 crio-1.36 /path/to/containerd/bin"] [JOBS=N]
 #   make test
 #   make slow [SLOW_RUNTIMES="crio-1.36 containerd-2.4"]   (the catalog on a quarter of one CPU)
@@ -111,7 +112,18 @@ image: $(BIN)/cni-fault $(BIN)/cnifault
 # binary is make's child and learns of make's death (PR_SET_PDEATHSIG) to
 # tear down.
 e2e: deps build
-	exec env CNIFAULT_GATE_PREPARED=1 RUNTIME='$(RUNTIME)' REPORT_DIR='$(REPORT_DIR)' KNOWN_FAILURES='$(KNOWN_FAILURES)' REQUIRE_COVERAGE='$(REQUIRE_COVERAGE)' PROCS='$(PROCS)' bash hack/gate.sh $(GINKGO_FLAGS)
+	exec env CNIFAULT_GATE_PREPARED=1 RUNTIME='$(RUNTIME)' REPORT_DIR='$(REPORT_DIR)' KNOWN_FAILURES='$(KNOWN_FAILURES)' REQUIRE_COVERAGE='$(REQUIRE_COVERAGE)' PROCS='$(PROCS)' bash hack/gate.sh $(if $(KUBELET),--kubelet) $(GINKGO_FLAGS)
+
+# Kubelet mode (cnifault --kubelet) on each of KUBELET_RUNTIMES, one after
+# the other (hack/kubelet-check.sh): the scenarios whose verdict depends on
+# kubelet, each also under the pinned real kubelet, judged by whether
+# kubelet's outcome agrees with the plain run's model; reports in
+# _output/kubelet-check/<runtime>/. A bin dir (Debian's containerd 1.6.20,
+# its .deb unpacked) is a runtime too.
+KUBELET_RUNTIMES ?= containerd-2.4 containerd-1.7 crio-1.36
+.PHONY: kubelet-check
+kubelet-check: build
+	bash hack/kubelet-check.sh $(KUBELET_RUNTIMES)
 
 # The catalog on several runtimes side by side (at most JOBS at once, each
 # its own instance) into one scenario × runtime matrix (hack/matrix.sh,

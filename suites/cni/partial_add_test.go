@@ -29,7 +29,10 @@ var _ = Describe("RunPodSandbox", func() {
 		itFailsAndLeavesNothing(current)
 	})
 
-	When("a later plugin fails ADD and its DEL fails too", Scenario("partial-add-del-fails"), Label("fault:partial"), func() {
+	When("a later plugin fails ADD and its DEL fails too", KubeletScenario("partial-add-del-fails", kubeletCase{
+		family: kubeletFirstAttempt, verb: cniconf.VerbAdd,
+		faults: func(k *scenario) cniconf.Fault { return k.Fault().On(cniconf.VerbAdd, failAdd).On(cniconf.VerbDel, failDel) },
+	}), Label("fault:partial"), func() {
 		BeforeEach(func(ctx SpecContext) {
 			sc = newScenario(ctx)
 			By("installing bridge, then cni-fault (ADD: error, DEL: error)")

@@ -99,6 +99,10 @@ func specOf(s types.SpecReport) verdict.Spec {
 		spec.Recorded = &recorded
 	}
 	decodeEntry(s, lacksEntry, &spec.Lacks)
+	var run report.KubeletRun
+	if decodeEntry(s, kubeletEntry, &run) {
+		spec.Kubelet = &run
+	}
 	return spec
 }
 

@@ -82,7 +82,9 @@ func newScenario(ctx SpecContext) *scenario {
 	sc.Kubelet = kubeletModel(CurrentSpecReport().Labels())
 	Expect(sc.Prepare()).To(Succeed())
 	// Cleanup runs last-registered first: reclaim (with the fault still in
-	// place), then record the result, then restore the instance.
+	// place), then record the result, then restore the instance; in
+	// kubelet mode, then the fault under a real kubelet.
+	registerKubeletRun(sc)
 	DeferCleanup(sc.restore, NodeTimeout(scenarioRestoreTimeout))
 	DeferCleanup(sc.record)
 	DeferCleanup(sc.reclaim, NodeTimeout(reclaimTimeout))

@@ -170,7 +170,8 @@ func previewCatalog() []cli.Entry {
 	previewing = true
 	defer func() { previewing = false }()
 	var out []cli.Entry
-	for _, s := range PreviewSpecs("cnifault").SpecReports {
+	suite, _ := suiteConfig()
+	for _, s := range PreviewSpecs("cnifault", suite).SpecReports {
 		if s.LeafNodeType != types.NodeTypeIt {
 			continue
 		}
@@ -190,7 +191,7 @@ func previewCatalog() []cli.Entry {
 
 func TestCNIFault(t *testing.T) {
 	RegisterFailHandler(Fail)
-	suite, reporter := GinkgoConfiguration()
+	suite, reporter := suiteConfig()
 	if suite.Timeout == time.Hour { // Ginkgo's default: far too long for a CI gate
 		suite.Timeout = 20 * time.Minute
 	}
@@ -202,6 +203,21 @@ func TestCNIFault(t *testing.T) {
 	}
 	registerProgress()
 	RunSpecs(t, "cnifault", suite, reporter)
+}
+
+// suiteConfig is Ginkgo's configuration for the run: in kubelet mode only
+// the scenarios it covers (label kubelet-mode) are selected, within any
+// filter the command line gave.
+func suiteConfig() (types.SuiteConfig, types.ReporterConfig) {
+	suite, reporter := GinkgoConfiguration()
+	if tc.Kubelet {
+		if suite.LabelFilter == "" {
+			suite.LabelFilter = report.LabelKubeletMode
+		} else {
+			suite.LabelFilter = "(" + suite.LabelFilter + ") && " + report.LabelKubeletMode
+		}
+	}
+	return suite, reporter
 }
 
 // process is this process's number among the run's: a parallel run's

@@ -44,7 +44,13 @@ var _ = Describe("A pod retried as kubelet retries it", func() {
 	var sc *scenario
 	current := func() *scenario { return sc }
 
-	When("a later plugin fails ADD and DEL on every attempt", Scenario("sustained-partial-add-del-fails"), Label("fault:sustained"), func() {
+	When("a later plugin fails ADD and DEL on every attempt", KubeletScenario("sustained-partial-add-del-fails", kubeletCase{
+		family: kubeletRetries, verb: cniconf.VerbAdd,
+		faults: func(k *scenario) cniconf.Fault {
+			return k.Fault().On(cniconf.VerbAdd, cniconf.Fail(7, "cnifault: injected ADD error after bridge")).
+				On(cniconf.VerbDel, cniconf.Fail(7, "cnifault: injected DEL error"))
+		},
+	}), Label("fault:sustained"), func() {
 		BeforeEach(func(ctx SpecContext) {
 			sc = newScenario(ctx)
 			By("installing bridge, then cni-fault (ADD: error, DEL: error, always)")

@@ -97,7 +97,10 @@ var _ = Describe("A live pod's teardown", func() {
 		sc.InstallNetwork(ctx, chain())
 	}, NodeTimeout(scenarioSetupTimeout))
 
-	When("DEL fails after the pod started", Scenario("teardown-del-error"), Label("fault:teardown"), func() {
+	When("DEL fails after the pod started", KubeletScenario("teardown-del-error", kubeletCase{
+		family: kubeletTeardown, verb: cniconf.VerbDel,
+		faults: func(k *scenario) cniconf.Fault { return k.Fault().On(cniconf.VerbDel, delFails) },
+	}), Label("fault:teardown"), func() {
 		itTearsDownAndLeavesNothing(current, teardownCase{
 			inject: func(ctx SpecContext) { setFaults(sc.Fault().On(cniconf.VerbDel, delFails)) },
 			clear:  healthy,
