@@ -90,6 +90,9 @@ var allowed = map[string][]string{
 	// A runtime's goroutine dump read for what a verdict rests on: it knows
 	// only the dump's text.
 	"fixtures/stacks": {},
+	// The CRI proxy between a standalone kubelet and a managed runtime,
+	// recording kubelet's calls: it knows only cri-api and grpc.
+	"fixtures/criproxy": {},
 	// The conformance suite knows runtimes only through fixtures/runtimes.
 	"suites/cni": {"cniconf", "fixtures/cli", "fixtures/verdict", "fixtures/scenario", "fixtures/runtimes", "fixtures/external",
 		"fixtures/inspect", "fixtures/host", "fixtures/cri", "fixtures/report", "fixtures/stacks", "hack"},
