@@ -291,7 +291,7 @@ func (k *scenario) driveTeardown(ctx SpecContext, kc kubeletCase, run *report.Ku
 	failedStops := func() int {
 		n := 0
 		for _, c := range calls() {
-			if c.Method == "StopPodSandbox" && c.Start.After(stoppedAt) && c.Code != 0 {
+			if c.Method == "StopPodSandbox" && c.Start.After(stoppedAt) && c.Failed() {
 				n++
 			}
 		}
@@ -317,8 +317,7 @@ func (k *scenario) settleUnderKubelet(ctx SpecContext, run *report.KubeletRun, c
 		if k.listsSandbox(ctx) {
 			return false
 		}
-		cs := calls()
-		return len(cs) == 0 || time.Since(cs[len(cs)-1].Start.Add(cs[len(cs)-1].Duration)) > kubeletQuiet
+		return quietSince(calls()) > kubeletQuiet
 	})
 	if err := k.Inventory(ctx); err != nil {
 		run.Error = "taking the inventory: " + err.Error()
@@ -335,7 +334,7 @@ func (k *scenario) settleUnderKubelet(ctx SpecContext, run *report.KubeletRun, c
 		run.Outcome, run.Why = report.KubeletNeverAttempted, "kubelet made no RunPodSandbox for the pod"
 	case !k.listsSandbox(ctx):
 		run.Outcome, run.Why = report.KubeletRemoved, "no sandbox of the deleted pod is left"
-	case stops > 0 && lastStop.Code == 0:
+	case stops > 0 && !lastStop.Failed() && !lastStop.InFlight:
 		run.Outcome, run.Why = report.KubeletRemoved, fmt.Sprintf(
 			"its last StopPodSandbox succeeded; kubelet's GC had not removed the sandbox %s after the deletion", kubeletSettleBound)
 	default:
@@ -393,6 +392,24 @@ func (k *scenario) listsSandbox(ctx context.Context) bool {
 func poll(ctx context.Context, d time.Duration, done func() bool) bool {
 	quiet := NewGomega(func(string, ...int) {})
 	return quiet.Eventually(done).WithContext(ctx).WithTimeout(d).WithPolling(time.Second).Should(BeTrue())
+}
+
+// quietSince is how long kubelet has made no call for the pod: since the
+// end of its last one; none while one is in flight.
+func quietSince(calls []criproxy.Call) time.Duration {
+	var last time.Time
+	for _, c := range calls {
+		if c.InFlight {
+			return 0
+		}
+		if end := c.Start.Add(c.Duration); end.After(last) {
+			last = end
+		}
+	}
+	if last.IsZero() {
+		return time.Duration(1<<63 - 1)
+	}
+	return time.Since(last)
 }
 
 func lastOf(calls []criproxy.Call, method string) (criproxy.Call, int) {

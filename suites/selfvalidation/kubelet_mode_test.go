@@ -1,0 +1,76 @@
+package selfvalidation_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/cnifault/cnifault/fixtures/report"
+)
+
+// kubeletTunables are the kernel tunables kubelet sets at its start
+// (pkg/kubelet/cm/container_manager_linux.go setupKernelTunables): a
+// kubelet run must put the node's values back.
+var kubeletTunables = []string{"vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops",
+	"kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes"}
+
+func readTunables() map[string]string {
+	GinkgoHelper()
+	out := map[string]string{}
+	for _, t := range kubeletTunables {
+		b, err := os.ReadFile(filepath.Join("/proc/sys", t))
+		Expect(err).NotTo(HaveOccurred())
+		out[t] = strings.TrimSpace(string(b))
+	}
+	return out
+}
+
+// Kubelet mode on containerd 2.4 (make test's one runtime; make
+// kubelet-check runs the others): every covered scenario's fault under the
+// pinned real kubelet, each pinned to what kubelet made of its pod and
+// judged to agree with the plain run's model. The outcomes are kubelet's
+// on containerd v2.4.2: the failed RunPodSandbox takes its sandbox and
+// netns with it, so the deleted pod goes at once, its address stranded
+// (issue 12130); a retried pod strands one address per attempt; a pod
+// whose DEL fails stays Terminating until the fault clears.
+var _ = Describe("Kubelet mode", Label("kubelet"), func() {
+	It("gives every covered scenario a real kubelet's run that agrees with the model", func(ctx SpecContext) {
+		before := takeNodeState()
+		tunables := readTunables()
+		r := runGated(ctx, "kubelet-mode", "--kubelet", "--known-failures", filepath.Join(repoRoot, "hack", "known-failures.yaml"))
+		Expect(r.ExitCode).To(Equal(report.ExitPass), r.Output)
+
+		var covered []string
+		for _, s := range r.Report.Scenarios {
+			if s.Has(report.LabelKubeletMode) {
+				covered = append(covered, s.ID)
+			}
+		}
+		Expect(covered).To(ConsistOf("partial-add-del-fails", "sustained-partial-add-del-fails", "teardown-del-error"))
+
+		outcomes := map[string]string{}
+		for _, id := range covered {
+			k := r.Report.Scenario(id).KubeletRun
+			Expect(k).NotTo(BeNil(), "%s has no kubelet run", id)
+			Expect(k.Error).To(BeEmpty(), "%s: kubelet run not judged", id)
+			Expect(k.Agrees).NotTo(BeNil(), id)
+			Expect(*k.Agrees).To(BeTrue(), "%s: %s", id, k.Disagreement)
+			outcomes[id] = k.WhileFaulted + "/" + k.Outcome
+		}
+		Expect(outcomes).To(Equal(map[string]string{
+			"partial-add-del-fails":           "/" + report.KubeletRemoved,
+			"sustained-partial-add-del-fails": "/" + report.KubeletRemoved,
+			"teardown-del-error":              report.KubeletStuckTerminating + "/" + report.KubeletRemoved,
+		}))
+		sustained := r.Report.Scenario("sustained-partial-add-del-fails").KubeletRun
+		Expect(sustained.Attempts).To(BeNumerically(">=", 2), "kubelet retried the pod")
+		Expect(report.CountKinds(sustained.Leaks)[report.AddressKind]).To(Equal(sustained.Attempts),
+			"one address stranded per RunPodSandbox attempt")
+
+		expectNoResidue(ctx, before, "after kubelet mode")
+		Expect(readTunables()).To(Equal(tunables), "the kernel tunables kubelet sets are the node's again")
+	}, SpecTimeout(suiteRunTimeout))
+})
