@@ -80,10 +80,14 @@ var allowed = map[string][]string{
 	"internal/layering": {},
 	"internal/deps":     {},
 	"cmd/cnifault-soak": {"fixtures/report", "fixtures/verdict"},
-	// Building a program inside a copy of its module's source tree.
+	// Building a program inside a copy of its module's source tree, shared
+	// by the containerd and kubelet builds.
 	"internal/modsrc": {},
-	// hack/deps.sh's containerd builder: the same Build bisect uses.
-	"cmd/cnifault-build": {"fixtures/containerd"},
+	// The kubelet kubelet mode runs: its build.
+	"fixtures/kubelet": {"internal/modsrc"},
+	// hack/deps.sh's containerd and kubelet builder: the same Builds bisect
+	// and kubelet mode use.
+	"cmd/cnifault-build": {"fixtures/containerd", "fixtures/kubelet"},
 	// make bench: the managed runtimes' list, the outcome it compares runs
 	// by, and the subreaper that brings a catalog's orphans' CPU time home.
 	"cmd/cnifault-bench": {"fixtures/report", "fixtures/verdict", "fixtures/runtimes", "fixtures/host"},
