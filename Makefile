@@ -5,6 +5,8 @@
 #   make test
 #   make slow [SLOW_RUNTIMES="crio-1.36 containerd-2.4"]   (the catalog on a quarter of one CPU)
 #   make image   (the harness's OCI image archive, for the Sonobuoy plugin)
+#   make deps [RUNTIME=...] [KUBELET=1]   (KUBELET=1: the pinned kubelet too,
+#                for kubelet mode; about 7 minutes the first time)
 # Both need root on a Debian or Ubuntu node (apt); `make deps` installs and
 # builds what they use: every managed runtime and runc from their Go modules
 # at pinned tags, the rest from the distribution (hack/programs.txt).
@@ -30,6 +32,9 @@ KNOWN_FAILURES ?=
 # every leak kind (hack/gate.sh requires coverage by default; make matrix
 # with REQUIRE_COVERAGE=1 does too).
 REQUIRE_COVERAGE ?=
+# KUBELET=1 (any non-empty value): make deps also builds the pinned kubelet
+# into the cache (hack/deps.sh --kubelet); without it no kubelet is built.
+KUBELET ?=
 
 # Packages whose tests run in `make test` (hack/sonobuoy: the Sonobuoy plugin
 # definition read by Sonobuoy's own loader); the CNI suite itself runs through
@@ -47,7 +52,7 @@ all: build
 DEPS_RUNTIMES = $(if $(filter test unit selfvalidate,$(MAKECMDGOALS)),,$(if $(filter matrix,$(MAKECMDGOALS)),$(RUNTIMES),$(if $(filter slow,$(MAKECMDGOALS)),$(SLOW_RUNTIMES),$(if $(or $(filter-out file,$(origin RUNTIME)),$(filter e2e,$(MAKECMDGOALS))),$(RUNTIME)))))
 
 deps:
-	bash hack/deps.sh $(DEPS_RUNTIMES)
+	bash hack/deps.sh $(if $(KUBELET),--kubelet) $(DEPS_RUNTIMES)
 
 build: $(BIN)/cnifault-pause $(BIN)/cni-fault $(BIN)/cnifault-runc-wrapper $(BIN)/cnifault-nri $(BIN)/cnifault
 

@@ -8,7 +8,10 @@
 #                                 a bin dir holding a containerd or a CRI-O build (crio and
 #                                 pinns), or a family (containerd, crio: what any of its
 #                                 runtimes needs, nothing built)
-#   hack/deps.sh --list [RUNTIME...]   print the Debian packages and builds chosen, change nothing
+#   hack/deps.sh --kubelet [RUNTIME...]
+#                                 the same, and the pinned kubelet (kubelet mode; make deps
+#                                 KUBELET=1): without --kubelet no kubelet is built
+#   hack/deps.sh --list [--kubelet] [RUNTIME...]   print the Debian packages and builds chosen, change nothing
 #   hack/deps.sh --versions [RUNTIME...]
 #                                 print the version found of each Debian package chosen, and
 #                                 exit 2 with one line if one is missing or older than its min;
@@ -27,6 +30,9 @@
 #                                           module (cmd/cnifault-build, inside a copy of the
 #                                           module's own source tree)
 #   $CNIFAULT_CACHE/runc-<tag>/runc         the pinned runc (programs.txt's build:runc@<tag>)
+#   $CNIFAULT_CACHE/kubelet-<tag>-r<recipe>/kubelet
+#                                           the pinned kubelet, with --kubelet (programs.txt's
+#                                           build:kubelet@<tag>; cmd/cnifault-build, fixtures/kubelet)
 #   $CNIFAULT_CACHE/cni-plugins-<ver>/      reference CNI plugins from go.mod's pin
 #   $CNIFAULT_CACHE/crio-<tag>-r<recipe>/bin
 #                                           each managed CRI-O line's crio and pinns
@@ -56,11 +62,16 @@ while read -r name tag _; do
   LINES+=("$name")
 done <<<"$rows"
 
-list=0 versions_only=0
-case ${1:-} in
-  --list) list=1; shift ;;
-  --versions) versions_only=1; shift ;;
-esac
+list=0 versions_only=0 kubelet=0
+while (($#)); do
+  case $1 in
+    --list) list=1 ;;
+    --versions) versions_only=1 ;;
+    --kubelet) kubelet=1 ;;
+    *) break ;;
+  esac
+  shift
+done
 # A runtime given as a bin dir is the build it holds: it needs what every
 # runtime of its family needs, and nothing is built for it. A dir holding
 # neither build is refused here, before anything is installed.
@@ -85,7 +96,8 @@ done
 # chosen prints the sources (apt:<pkg>, build:<what>[@<tag>], project, go)
 # that the wanted runtimes need, one a line, each once, an apt: source with
 # its min ("apt:<pkg> <min>", - for any); with none wanted, every source but
-# the node's own (needed: node).
+# the node's own (needed: node). A row needed by kubelet is chosen with
+# --kubelet, and one needed by kubelet alone only then.
 chosen() {
   local n=0 program source needed runby min extra tag w ok
   local -A seen=()
@@ -96,7 +108,9 @@ chosen() {
     # The node's own: external mode uses it where the node has it.
     [[ $needed == node ]] && continue
     ok=$(( ${#wanted[@]} == 0 ))
+    [[ $needed == kubelet ]] && ok=0
     for tag in ${needed//,/ }; do
+      [[ $tag == kubelet ]] && ((kubelet)) && ok=1
       for w in "${wanted[@]}"; do
         [[ $tag == all || $tag == "$w" || $w == "$tag"-* ]] && ok=1
       done
@@ -118,6 +132,11 @@ needs_build() { grep -q "^build:$1\(@.*\)\?$" <<<"$sources"; }
 runc_tag=$(sed -n 's/^build:runc@//p' <<<"$sources")
 if needs_build runc && [[ ! $runc_tag =~ ^v[0-9]+\.[0-9]+\.[0-9]+$ ]]; then
   die "hack/programs.txt: runc's source must be build:runc@v<major>.<minor>.<patch>"
+fi
+# The pinned kubelet's tag (build:kubelet@<tag>), with --kubelet.
+kubelet_tag=$(sed -n 's/^build:kubelet@//p' <<<"$sources")
+if needs_build kubelet && [[ ! $kubelet_tag =~ ^v1\.[0-9]+\.[0-9]+$ ]]; then
+  die "hack/programs.txt: kubelet's source must be build:kubelet@v1.<minor>.<patch>"
 fi
 
 # check_versions prints the version found of each Debian package chosen,
@@ -250,6 +269,16 @@ if ((${#containerd_tags[@]})); then
     fi
   fi
   for tag in "${containerd_tags[@]}"; do built+=("containerd $tag"); done
+fi
+
+# The pinned kubelet from k8s.io/kubernetes (fixtures/kubelet Build, which
+# returns at once when the cache holds it and it says its version, and
+# says so on stderr when it builds).
+if needs_build kubelet; then
+  if ! CNIFAULT_CACHE="$CACHE" go run ./cmd/cnifault-build "kubelet@$kubelet_tag" >/dev/null; then
+    die "building kubelet $kubelet_tag failed"
+  fi
+  built+=("kubelet $kubelet_tag")
 fi
 
 # CRI-O from its module, for each managed line wanted.

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/cnifault/cnifault/fixtures/daemon"
+	"github.com/cnifault/cnifault/fixtures/kubelet"
 	"github.com/cnifault/cnifault/internal/deps"
 	"github.com/cnifault/cnifault/internal/testenv"
 )
@@ -86,7 +87,7 @@ func TestParseRejectsABadRow(t *testing.T) {
 // hack/deps.sh installs for a runtime only what that runtime needs: a
 // containerd run builds no CRI-O, every run gets nftables, every managed
 // runtime the pinned runc (and what building it needs), and no run a
-// distribution's containerd or runc.
+// distribution's containerd or runc; the kubelet only with --kubelet.
 func TestDepsChoosesWhatTheRuntimeNeeds(t *testing.T) {
 	root := testenv.RepoRoot(t)
 	list := func(runtimes ...string) (apt, build []string) {
@@ -119,12 +120,17 @@ func TestDepsChoosesWhatTheRuntimeNeeds(t *testing.T) {
 	}
 	ctrdDir, crioDir := vendor("containerd", "containerd-shim-runc-v2", "ctr"), vendor("crio", "pinns")
 	runcTag := daemon.RuncVersion
+	kubeletBuild := "kubelet@" + kubelet.PinnedVersion
 	cases := []struct {
 		runtimes        []string
 		apt, notApt     []string
 		build, notBuilt []string
 	}{
-		{[]string{"containerd-2.4"}, []string{"nftables", "iptables", "gcc", "libseccomp-dev"}, []string{"conmon", "skopeo", "containerd", "runc"}, []string{"containerd@v2.4.2", "runc@" + runcTag, "cni-plugins"}, []string{"crio@v1.34.0", "containerd@v1.7.36"}},
+		{[]string{"containerd-2.4"}, []string{"nftables", "iptables", "gcc", "libseccomp-dev"}, []string{"conmon", "skopeo", "containerd", "runc"}, []string{"containerd@v2.4.2", "runc@" + runcTag, "cni-plugins"}, []string{"crio@v1.34.0", "containerd@v1.7.36", kubeletBuild}},
+		// The kubelet only with --kubelet (make deps KUBELET=1), beside
+		// what the runtime needs, or everything.
+		{[]string{"--kubelet", "containerd-2.4"}, []string{"nftables", "gcc", "libc6-dev"}, []string{"conmon", "skopeo"}, []string{kubeletBuild, "containerd@v2.4.2", "runc@" + runcTag, "cni-plugins"}, []string{"crio@v1.34.0", "containerd@v1.7.36"}},
+		{[]string{"--kubelet"}, []string{"conmon", "gcc"}, nil, []string{kubeletBuild, "containerd@v1.6.38", "crio@v1.36.3"}, nil},
 		{[]string{"containerd-1.7"}, []string{"nftables"}, []string{"conmon", "containerd", "runc"}, []string{"containerd@v1.7.36", "runc@" + runcTag, "cni-plugins"}, []string{"crio@v1.34.0", "containerd@v2.4.2"}},
 		// 1.6 is built from its module like every line: no Debian package.
 		{[]string{"containerd-1.6"}, []string{"nftables"}, []string{"containerd", "runc", "conmon"}, []string{"containerd@v1.6.38", "runc@" + runcTag, "cni-plugins"}, []string{"crio@v1.34.0", "containerd@v2.4.2"}},
@@ -137,7 +143,7 @@ func TestDepsChoosesWhatTheRuntimeNeeds(t *testing.T) {
 		// but no CRI-O built: no make for pinns.
 		{[]string{crioDir}, []string{"conmon", "skopeo", "nftables", "gcc"}, []string{"containerd", "runc", "make"}, []string{"cni-plugins", "runc@" + runcTag}, []string{"crio@v1.34.0", "crio@v1.36.3", "containerd@v2.4.2"}},
 		{[]string{"containerd"}, []string{"libseccomp-dev"}, []string{"containerd", "conmon", "runc"}, []string{"cni-plugins", "runc@" + runcTag}, []string{"containerd@v2.4.2"}},
-		{nil, []string{"conmon", "skopeo", "nftables", "util-linux", "libseccomp-dev"}, []string{"containerd", "runc"}, []string{"containerd@v1.6.38", "containerd@v1.7.36", "containerd@v2.0.14", "containerd@v2.4.2", "crio@v1.34.0", "crio@v1.35.2", "crio@v1.36.3", "runc@" + runcTag, "cni-plugins"}, nil},
+		{nil, []string{"conmon", "skopeo", "nftables", "util-linux", "libseccomp-dev"}, []string{"containerd", "runc"}, []string{"containerd@v1.6.38", "containerd@v1.7.36", "containerd@v2.0.14", "containerd@v2.4.2", "crio@v1.34.0", "crio@v1.35.2", "crio@v1.36.3", "runc@" + runcTag, "cni-plugins"}, []string{kubeletBuild}},
 	}
 	for _, c := range cases {
 		apt, build := list(c.runtimes...)

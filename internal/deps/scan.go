@@ -24,6 +24,8 @@ type Use struct {
 // exec.Command.
 var helpers = map[string]map[string]int{
 	"fixtures/inspect": {"tool": 0, "requireTool": 1, "run": 0, "iptablesSave": 1},
+	// CheckBinary runs `<path> --version`.
+	"fixtures/kubelet": {"CheckBinary": 0},
 }
 
 // wrappers run the program named after "--" in their arguments.

@@ -39,7 +39,7 @@ var allowed = map[string][]string{
 	// The managed-runtime base, and the adapters that build on it: an
 	// adapter knows nothing of inventories, reports or CNI configs.
 	"fixtures/daemon":     {"fixtures/host", "fixtures/cri", "fixtures/image"},
-	"fixtures/containerd": {"fixtures/daemon", "fixtures/host", "fixtures/cri", "fixtures/image"},
+	"fixtures/containerd": {"fixtures/daemon", "fixtures/host", "fixtures/cri", "fixtures/image", "internal/modsrc"},
 	"fixtures/crio":       {"fixtures/daemon", "fixtures/host", "fixtures/cri", "fixtures/image"},
 	// The registry of managed kinds: one row per adapter.
 	"fixtures/runtimes": {"fixtures/containerd", "fixtures/crio", "fixtures/daemon", "fixtures/cri"},
@@ -80,8 +80,14 @@ var allowed = map[string][]string{
 	"internal/layering": {},
 	"internal/deps":     {},
 	"cmd/cnifault-soak": {"fixtures/report", "fixtures/verdict"},
-	// hack/deps.sh's containerd builder: the same Build bisect uses.
-	"cmd/cnifault-build": {"fixtures/containerd"},
+	// Building a program inside a copy of its module's source tree, shared
+	// by the containerd and kubelet builds.
+	"internal/modsrc": {},
+	// The kubelet kubelet mode runs: its build.
+	"fixtures/kubelet": {"internal/modsrc"},
+	// hack/deps.sh's containerd and kubelet builder: the same Builds bisect
+	// and kubelet mode use.
+	"cmd/cnifault-build": {"fixtures/containerd", "fixtures/kubelet"},
 	// make bench: the managed runtimes' list, the outcome it compares runs
 	// by, and the subreaper that brings a catalog's orphans' CPU time home.
 	"cmd/cnifault-bench": {"fixtures/report", "fixtures/verdict", "fixtures/runtimes", "fixtures/host"},
