@@ -41,6 +41,9 @@ var allowed = map[string][]string{
 	"fixtures/daemon":     {"fixtures/host", "fixtures/cri", "fixtures/image"},
 	"fixtures/containerd": {"fixtures/daemon", "fixtures/host", "fixtures/cri", "fixtures/image", "internal/modsrc"},
 	"fixtures/crio":       {"fixtures/daemon", "fixtures/host", "fixtures/cri", "fixtures/image"},
+	// A real kubelet on a runtime instance's endpoint: it runs as a
+	// daemon does, and knows the runtime only by its CRI endpoint.
+	"fixtures/kubelet": {"fixtures/daemon", "fixtures/host", "fixtures/cri", "fixtures/image"},
 	// The registry of managed kinds: one row per adapter.
 	"fixtures/runtimes": {"fixtures/containerd", "fixtures/crio", "fixtures/daemon", "fixtures/cri"},
 	// The adapter of an endpoint already running on the node: it reads the
