@@ -42,8 +42,9 @@ var allowed = map[string][]string{
 	"fixtures/containerd": {"fixtures/daemon", "fixtures/host", "fixtures/cri", "fixtures/image", "internal/modsrc"},
 	"fixtures/crio":       {"fixtures/daemon", "fixtures/host", "fixtures/cri", "fixtures/image"},
 	// A real kubelet on a runtime instance's endpoint: it runs as a
-	// daemon does, and knows the runtime only by its CRI endpoint.
-	"fixtures/kubelet": {"fixtures/daemon", "fixtures/host", "fixtures/cri", "fixtures/image"},
+	// daemon does, and knows the runtime only by its CRI endpoint; it is
+	// built as the containerd lines are (internal/modsrc).
+	"fixtures/kubelet": {"fixtures/daemon", "fixtures/host", "fixtures/cri", "fixtures/image", "internal/modsrc"},
 	// The registry of managed kinds: one row per adapter.
 	"fixtures/runtimes": {"fixtures/containerd", "fixtures/crio", "fixtures/daemon", "fixtures/cri"},
 	// The adapter of an endpoint already running on the node: it reads the
@@ -57,7 +58,7 @@ var allowed = map[string][]string{
 	// (host.RunInMountNS). `cnifault gate` and compare judge reports read
 	// back by the rules (fixtures/verdict), --require-coverage's too.
 	"fixtures/cli": {"cniconf", "fixtures/runtimes", "fixtures/external", "fixtures/report", "fixtures/verdict", "fixtures/bisect", "fixtures/containerd",
-		"fixtures/modproxy", "fixtures/sonobuoy", "fixtures/host", "hack"},
+		"fixtures/modproxy", "fixtures/sonobuoy", "fixtures/host", "fixtures/kubelet", "hack"},
 	// Sonobuoy's worker contract: a run's report dir handed over.
 	"fixtures/sonobuoy": {"fixtures/report"},
 	// The search over containerd's tags: it knows the report it reads (and
@@ -86,8 +87,6 @@ var allowed = map[string][]string{
 	// Building a program inside a copy of its module's source tree, shared
 	// by the containerd and kubelet builds.
 	"internal/modsrc": {},
-	// The kubelet kubelet mode runs: its build.
-	"fixtures/kubelet": {"internal/modsrc"},
 	// hack/deps.sh's containerd and kubelet builder: the same Builds bisect
 	// and kubelet mode use.
 	"cmd/cnifault-build": {"fixtures/containerd", "fixtures/kubelet"},
@@ -104,7 +103,7 @@ var allowed = map[string][]string{
 	"fixtures/criproxy": {},
 	// The conformance suite knows runtimes only through fixtures/runtimes.
 	"suites/cni": {"cniconf", "fixtures/cli", "fixtures/verdict", "fixtures/scenario", "fixtures/runtimes", "fixtures/external",
-		"fixtures/inspect", "fixtures/host", "fixtures/cri", "fixtures/report", "fixtures/stacks", "hack"},
+		"fixtures/inspect", "fixtures/host", "fixtures/cri", "fixtures/report", "fixtures/stacks", "fixtures/kubelet", "fixtures/criproxy", "hack"},
 }
 
 // Packages that may import anything but suites: the self-validation starts

@@ -13,7 +13,6 @@ import (
 
 	"github.com/cnifault/cnifault/cniconf"
 	"github.com/cnifault/cnifault/fixtures/criproxy"
-	"github.com/cnifault/cnifault/fixtures/image"
 	"github.com/cnifault/cnifault/fixtures/kubelet"
 	"github.com/cnifault/cnifault/fixtures/report"
 	"github.com/cnifault/cnifault/fixtures/runtimes"
@@ -167,6 +166,7 @@ func (sc *scenario) underKubelet(ctx SpecContext, kc kubeletCase) *report.Kubele
 		Binary:     tc.KubeletBinaryPath(),
 		Endpoint:   proxy.Endpoint(),
 		Name:       name,
+		NodeName:   name,
 		WorkDir:    absPath(filepath.Join(tc.WorkDir, name)),
 		CgroupRoot: rt.CgroupParent(),
 		Log:        GinkgoWriter,
@@ -181,7 +181,7 @@ func (sc *scenario) underKubelet(ctx SpecContext, kc kubeletCase) *report.Kubele
 		}
 	}()
 
-	pod := kubelet.Pod{Name: sc.ID, Namespace: scn.PodNamespace(runID), UID: k.PodUID(), Image: image.PauseRef,
+	pod := kubelet.Pod{Name: sc.ID, Namespace: scn.PodNamespace(runID), UID: k.PodUID(),
 		Labels: map[string]string{runtimes.RunIDLabel: runID, "cnifault.io/scenario": sc.ID}}
 	k.RunStarted = time.Now()
 	if err := kl.AddStaticPod(pod); err != nil {

@@ -31,7 +31,9 @@ var _ = Describe("RunPodSandbox", func() {
 
 	When("a later plugin fails ADD and its DEL fails too", KubeletScenario("partial-add-del-fails", kubeletCase{
 		family: kubeletFirstAttempt, verb: cniconf.VerbAdd,
-		faults: func(k *scenario) cniconf.Fault { return k.Fault().On(cniconf.VerbAdd, failAdd).On(cniconf.VerbDel, failDel) },
+		faults: func(k *scenario) cniconf.Fault {
+			return k.Fault().On(cniconf.VerbAdd, failAdd).On(cniconf.VerbDel, failDel)
+		},
 	}), Label("fault:partial"), func() {
 		BeforeEach(func(ctx SpecContext) {
 			sc = newScenario(ctx)
