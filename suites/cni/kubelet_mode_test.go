@@ -12,6 +12,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cnifault/cnifault/cniconf"
+	"github.com/cnifault/cnifault/fixtures/cli"
 	"github.com/cnifault/cnifault/fixtures/criproxy"
 	"github.com/cnifault/cnifault/fixtures/kubelet"
 	"github.com/cnifault/cnifault/fixtures/report"
@@ -122,6 +123,18 @@ func registerKubeletRun(sc *scenario) {
 	}, NodeTimeout(kubeletRunTimeout))
 }
 
+// sweepKilledKubelets sweeps the kubelets of killed runs before this
+// run's first starts: each stays in the node ledger, which puts the node's
+// values back only once every kubelet in it is gone.
+func sweepKilledKubelets(ctx context.Context) {
+	GinkgoHelper()
+	if !tc.Kubelet {
+		return
+	}
+	_, err := kubelet.SweepStale(ctx, absPath(cli.KubeletRoot(tc.WorkDir)), GinkgoWriter)
+	Expect(err).NotTo(HaveOccurred(), "sweeping the kubelets of killed runs")
+}
+
 // kubeletSeq numbers the kubelet runs of the process: the names of each
 // kubelet instance carry it.
 var kubeletSeq int
@@ -167,7 +180,7 @@ func (sc *scenario) underKubelet(ctx SpecContext, kc kubeletCase) *report.Kubele
 		Endpoint:   proxy.Endpoint(),
 		Name:       name,
 		NodeName:   name,
-		WorkDir:    absPath(filepath.Join(tc.WorkDir, name)),
+		WorkDir:    filepath.Join(absPath(cli.KubeletRoot(tc.WorkDir)), name),
 		CgroupRoot: rt.CgroupParent(),
 		Log:        GinkgoWriter,
 	})

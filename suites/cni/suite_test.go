@@ -241,6 +241,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	DeferCleanup(subnet.Release)
 	subnetOctet = subnet.N()
 	bringUp := time.Now()
+	sweepKilledKubelets(ctx)
 	if tc.Endpoint != "" {
 		By("checking the runtime at " + tc.Endpoint)
 		rt, err = external.Start(ctx, external.Options{
