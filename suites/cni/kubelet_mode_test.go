@@ -3,6 +3,7 @@ package cni_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -169,6 +170,14 @@ func (sc *scenario) underKubelet(ctx SpecContext, kc kubeletCase) *report.Kubele
 
 	kubeletSeq++
 	name := fmt.Sprintf("k%s-%d-%d", runID, process(), kubeletSeq)
+	root := absPath(cli.KubeletRoot(tc.WorkDir))
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		run.Error = err.Error()
+		return run
+	}
+	// Removed when this was its last kubelet: the work dir holds no
+	// empty dir of a run's.
+	defer os.Remove(root)
 	proxy, err := criproxy.Start(filepath.Join(tc.StateRoot, name+".sock"), rt.Endpoint())
 	if err != nil {
 		run.Error = "starting the CRI proxy: " + err.Error()
@@ -180,7 +189,7 @@ func (sc *scenario) underKubelet(ctx SpecContext, kc kubeletCase) *report.Kubele
 		Endpoint:   proxy.Endpoint(),
 		Name:       name,
 		NodeName:   name,
-		WorkDir:    filepath.Join(absPath(cli.KubeletRoot(tc.WorkDir)), name),
+		WorkDir:    filepath.Join(root, name),
 		CgroupRoot: rt.CgroupParent(),
 		Log:        GinkgoWriter,
 	})
