@@ -10,7 +10,8 @@
 #                                 runtimes needs, nothing built)
 #   hack/deps.sh --kubelet [RUNTIME...]
 #                                 the same, and the pinned kubelet (kubelet mode; make deps
-#                                 KUBELET=1): without --kubelet no kubelet is built
+#                                 KUBELET=1): for runtimes named, no kubelet is built without
+#                                 --kubelet; with none named (make test) it is
 #   hack/deps.sh --list [--kubelet] [RUNTIME...]   print the Debian packages and builds chosen, change nothing
 #   hack/deps.sh --versions [RUNTIME...]
 #                                 print the version found of each Debian package chosen, and

@@ -127,8 +127,8 @@ func TestDepsChoosesWhatTheRuntimeNeeds(t *testing.T) {
 		build, notBuilt []string
 	}{
 		{[]string{"containerd-2.4"}, []string{"nftables", "iptables", "gcc", "libseccomp-dev"}, []string{"conmon", "skopeo", "containerd", "runc"}, []string{"containerd@v2.4.2", "runc@" + runcTag, "cni-plugins"}, []string{"crio@v1.34.0", "containerd@v1.7.36", kubeletBuild}},
-		// The kubelet only with --kubelet (make deps KUBELET=1), beside
-		// what the runtime needs, or everything.
+		// For a runtime, the kubelet only with --kubelet (make deps
+		// KUBELET=1), beside what the runtime needs.
 		{[]string{"--kubelet", "containerd-2.4"}, []string{"nftables", "gcc", "libc6-dev"}, []string{"conmon", "skopeo"}, []string{kubeletBuild, "containerd@v2.4.2", "runc@" + runcTag, "cni-plugins"}, []string{"crio@v1.34.0", "containerd@v1.7.36"}},
 		{[]string{"--kubelet"}, []string{"conmon", "gcc"}, nil, []string{kubeletBuild, "containerd@v1.6.38", "crio@v1.36.3"}, nil},
 		{[]string{"containerd-1.7"}, []string{"nftables"}, []string{"conmon", "containerd", "runc"}, []string{"containerd@v1.7.36", "runc@" + runcTag, "cni-plugins"}, []string{"crio@v1.34.0", "containerd@v2.4.2"}},
@@ -143,7 +143,9 @@ func TestDepsChoosesWhatTheRuntimeNeeds(t *testing.T) {
 		// but no CRI-O built: no make for pinns.
 		{[]string{crioDir}, []string{"conmon", "skopeo", "nftables", "gcc"}, []string{"containerd", "runc", "make"}, []string{"cni-plugins", "runc@" + runcTag}, []string{"crio@v1.34.0", "crio@v1.36.3", "containerd@v2.4.2"}},
 		{[]string{"containerd"}, []string{"libseccomp-dev"}, []string{"containerd", "conmon", "runc"}, []string{"cni-plugins", "runc@" + runcTag}, []string{"containerd@v2.4.2"}},
-		{nil, []string{"conmon", "skopeo", "nftables", "util-linux", "libseccomp-dev"}, []string{"containerd", "runc"}, []string{"containerd@v1.6.38", "containerd@v1.7.36", "containerd@v2.0.14", "containerd@v2.4.2", "crio@v1.34.0", "crio@v1.35.2", "crio@v1.36.3", "runc@" + runcTag, "cni-plugins"}, []string{kubeletBuild}},
+		// Everything (make test, which runs kubelet mode on one runtime):
+		// the kubelet too.
+		{nil, []string{"conmon", "skopeo", "nftables", "util-linux", "libseccomp-dev"}, []string{"containerd", "runc"}, []string{"containerd@v1.6.38", "containerd@v1.7.36", "containerd@v2.0.14", "containerd@v2.4.2", "crio@v1.34.0", "crio@v1.35.2", "crio@v1.36.3", "runc@" + runcTag, "cni-plugins", kubeletBuild}, nil},
 	}
 	for _, c := range cases {
 		apt, build := list(c.runtimes...)
