@@ -107,6 +107,7 @@ func main() {
 	}
 	b.test = readCIRun(ciRunRecord)
 	b.selfValidation = readSelfValidation(selfValidationRecord)
+	b.kubelet = readKubeletChecks(kubeletCheckRecord)
 	b.load1 = loadAverage()
 	fmt.Print(b.summary())
 	if b.failed {

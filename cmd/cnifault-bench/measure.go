@@ -29,6 +29,8 @@ type bench struct {
 	// selfValidation is make selfvalidate's spec by spec time, from the
 	// same .ci/run as test.
 	selfValidation *svTimes
+	// kubelet is make kubelet-check's reports, one per runtime.
+	kubelet []kubeletCheck
 	load0, load1   string
 	failed         bool
 }

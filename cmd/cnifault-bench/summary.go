@@ -130,6 +130,7 @@ func (b *bench) summary() string {
 	} else {
 		fmt.Fprintf(&w, "target: make test <= %s: no record in %s (run .ci/run)\n", testTarget, ciRunRecord)
 	}
+	w.WriteString(kubeletSummary(b.kubelet, b.selfValidation))
 	for _, p := range missed {
 		w.WriteString(breakdown(p, b.cores))
 	}
