@@ -60,7 +60,7 @@ func kubeletSummary(checks []kubeletCheck, sv *svTimes) string {
 		}
 		r := c.rep
 		fmt.Fprintf(&w, "kubelet mode on %s (%s %s): %s, exit status %d", c.dir, r.Runtime.Name, r.Runtime.Version,
-			(time.Duration(r.DurationSeconds*float64(time.Second))).Round(time.Second), r.ExitStatus)
+			(time.Duration(r.DurationSeconds * float64(time.Second))).Round(time.Second), r.ExitStatus)
 		var parts []string
 		for _, s := range r.Scenarios {
 			k := s.KubeletRun

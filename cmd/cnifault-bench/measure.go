@@ -30,9 +30,9 @@ type bench struct {
 	// same .ci/run as test.
 	selfValidation *svTimes
 	// kubelet is make kubelet-check's reports, one per runtime.
-	kubelet []kubeletCheck
-	load0, load1   string
-	failed         bool
+	kubelet      []kubeletCheck
+	load0, load1 string
+	failed       bool
 }
 
 // catalogRun is one catalog run as hack/gate.sh (make e2e) makes it.
