@@ -350,6 +350,7 @@ func (k *scenario) settleUnderKubelet(ctx SpecContext, run *report.KubeletRun, c
 	cs := calls()
 	counts := criproxy.Counts(cs)
 	run.Attempts = counts["RunPodSandbox"].Calls
+	run.RetrySeconds = retrySeconds(cs)
 	lastStop, stops := lastOf(cs, "StopPodSandbox")
 	switch {
 	case run.Attempts == 0:
@@ -432,6 +433,22 @@ func quietSince(calls []criproxy.Call) time.Duration {
 		return time.Duration(1<<63 - 1)
 	}
 	return time.Since(last)
+}
+
+// retrySeconds is the mean time from one of kubelet's RunPodSandbox calls
+// for the pod to the next; 0 with fewer than two.
+func retrySeconds(calls []criproxy.Call) float64 {
+	var starts []time.Time
+	for _, c := range calls {
+		if c.Method == "RunPodSandbox" {
+			starts = append(starts, c.Start)
+		}
+	}
+	if len(starts) < 2 {
+		return 0
+	}
+	d := starts[len(starts)-1].Sub(starts[0]) / time.Duration(len(starts)-1)
+	return d.Round(100 * time.Millisecond).Seconds()
 }
 
 func lastOf(calls []criproxy.Call, method string) (criproxy.Call, int) {
