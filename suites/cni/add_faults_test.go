@@ -26,7 +26,12 @@ var _ = Describe("RunPodSandbox", func() {
 			sc.Network.BridgePlugin(), sc.Fault().On(cniconf.VerbAdd, add)))
 	}
 
-	When("the first plugin returns a CNI error on ADD", Scenario("add-error"), Label("fault:add"), func() {
+	When("the first plugin returns a CNI error on ADD", KubeletScenario("add-error", kubeletCase{
+		family: kubeletFirstAttempt, verb: cniconf.VerbAdd, first: true,
+		faults: func(k *scenario) cniconf.Fault {
+			return k.Fault().On(cniconf.VerbAdd, cniconf.Fail(7, "cnifault: injected ADD error"))
+		},
+	}), Label("fault:add"), func() {
 		BeforeEach(func(ctx SpecContext) {
 			sc = newScenario(ctx)
 			By("installing cni-fault (ADD: error 7) before bridge")
@@ -53,7 +58,10 @@ var _ = Describe("RunPodSandbox", func() {
 		itFailsAndLeavesNothing(current)
 	})
 
-	When("a plugin dies by a signal during ADD after bridge allocated", Scenario("add-crash"), Label("fault:add"), func() {
+	When("a plugin dies by a signal during ADD after bridge allocated", KubeletScenario("add-crash", kubeletCase{
+		family: kubeletFirstAttempt, verb: cniconf.VerbAdd,
+		faults: func(k *scenario) cniconf.Fault { return k.Fault().On(cniconf.VerbAdd, cniconf.Crash("SIGKILL")) },
+	}), Label("fault:add"), func() {
 		BeforeEach(func(ctx SpecContext) {
 			sc = newScenario(ctx)
 			By("installing bridge, then cni-fault (ADD: SIGKILL itself)")

@@ -55,6 +55,10 @@ type kubeletCase struct {
 	family kubeletFamily
 	faults func(k *scenario) cniconf.Fault
 	verb   cniconf.Verb
+	// first puts cni-fault before bridge, as the plain run does where
+	// nothing may be allocated when the fault fires; else it follows
+	// bridge.
+	first bool
 }
 
 // kubeletCases are the covered scenarios' cases, by scenario id, filled as
@@ -254,6 +258,9 @@ func (k *scenario) installQuietly(ctx SpecContext, kc kubeletCase) (err error) {
 		k.ExpectJournal(f, kc.verb)
 	}
 	l := cniconf.NewList(k.Network.Name, k.Network.BridgePlugin(), k.Fault())
+	if kc.first {
+		l = cniconf.NewList(k.Network.Name, k.Fault(), k.Network.BridgePlugin())
+	}
 	if err := k.UseList(l); err != nil {
 		return err
 	}
@@ -309,19 +316,33 @@ func (k *scenario) driveTeardown(ctx SpecContext, kc kubeletCase, run *report.Ku
 	if err := deletePod(); err != nil {
 		return err
 	}
-	stoppedAt := time.Now()
-	failedStops := func() int {
-		n := 0
+	deletedAt := time.Now()
+	// stops are kubelet's StopPodSandbox calls since the deletion that
+	// ended: how many failed, and whether one succeeded (the pod's kill
+	// went through: it is gone for its user, its sandbox left to
+	// kubelet's GC).
+	stops := func() (failed int, killed bool) {
 		for _, c := range calls() {
-			if c.Method == "StopPodSandbox" && c.Start.After(stoppedAt) && c.Failed() {
-				n++
+			if c.Method != "StopPodSandbox" || c.InFlight || c.Start.Before(deletedAt) {
+				continue
+			}
+			if c.Failed() {
+				failed++
+			} else {
+				killed = true
 			}
 		}
-		return n
+		return failed, killed
 	}
-	gone := func() bool { return !k.listsSandbox(ctx) }
-	poll(ctx, kubeletFaultedBound, func() bool { return gone() || failedStops() >= kubeletFaultedStops })
-	if !k.seeFiredWithin(ctx, 0) && !gone() {
+	gone := func() bool {
+		_, killed := stops()
+		return killed || !k.listsSandbox(ctx)
+	}
+	poll(ctx, kubeletFaultedBound, func() bool {
+		failed, _ := stops()
+		return gone() || failed >= kubeletFaultedStops
+	})
+	if !k.seeFiredWithin(ctx, 0) {
 		return fmt.Errorf("the fault never fired for the kubelet's pod: %s (kubelet's calls: %s)", k.Expectations(), criproxy.Summary(calls()))
 	}
 	run.WhileFaulted = report.KubeletRemoved

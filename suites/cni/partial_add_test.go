@@ -20,7 +20,10 @@ var _ = Describe("RunPodSandbox", func() {
 	failAdd := cniconf.Fail(7, "cnifault: injected ADD error after bridge")
 	failDel := cniconf.Fail(7, "cnifault: injected DEL error")
 
-	When("a later plugin fails ADD and DEL works", Scenario("partial-add"), Label("fault:partial"), func() {
+	When("a later plugin fails ADD and DEL works", KubeletScenario("partial-add", kubeletCase{
+		family: kubeletFirstAttempt, verb: cniconf.VerbAdd,
+		faults: func(k *scenario) cniconf.Fault { return k.Fault().On(cniconf.VerbAdd, failAdd) },
+	}), Label("fault:partial"), func() {
 		BeforeEach(func(ctx SpecContext) {
 			sc = newScenario(ctx)
 			By("installing bridge, then cni-fault (ADD: error)")
@@ -43,7 +46,12 @@ var _ = Describe("RunPodSandbox", func() {
 		itFailsAndLeavesNothing(current)
 	})
 
-	When("a later plugin fails ADD and its DEL fails once, then would succeed", Scenario("partial-add-del-fails-once"), Label("fault:partial", "once"), func() {
+	When("a later plugin fails ADD and its DEL fails once, then would succeed", KubeletScenario("partial-add-del-fails-once", kubeletCase{
+		family: kubeletFirstAttempt, verb: cniconf.VerbAdd,
+		faults: func(k *scenario) cniconf.Fault {
+			return k.Fault().On(cniconf.VerbAdd, failAdd).On(cniconf.VerbDel, failDel.Times(1), cniconf.Pass())
+		},
+	}), Label("fault:partial", "once"), func() {
 		BeforeEach(func(ctx SpecContext) {
 			sc = newScenario(ctx)
 			By("installing bridge, then cni-fault (ADD: error, DEL: error once, then pass)")

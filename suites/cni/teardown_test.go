@@ -107,7 +107,12 @@ var _ = Describe("A live pod's teardown", func() {
 		})
 	})
 
-	When("DEL fails once after the pod started", Scenario("teardown-del-error-once"), Label("fault:teardown", "once"), func() {
+	When("DEL fails once after the pod started", KubeletScenario("teardown-del-error-once", kubeletCase{
+		family: kubeletTeardown, verb: cniconf.VerbDel,
+		faults: func(k *scenario) cniconf.Fault {
+			return k.Fault().On(cniconf.VerbDel, delFails.Times(1), cniconf.Pass())
+		},
+	}), Label("fault:teardown", "once"), func() {
 		itTearsDownAndLeavesNothing(current, teardownCase{
 			inject: func(ctx SpecContext) { setFaults(sc.Fault().On(cniconf.VerbDel, delFails.Times(1), cniconf.Pass())) },
 			clear:  healthy,
