@@ -32,10 +32,12 @@ func readTunables() map[string]string {
 // kubelet-check runs the others): every covered scenario's fault under the
 // pinned real kubelet, each pinned to what kubelet made of its pod and
 // judged to agree with the plain run's model. The outcomes are kubelet's
-// on containerd v2.4.2: the failed RunPodSandbox takes its sandbox and
-// netns with it, so the deleted pod goes at once, its address stranded
-// (issue 12130); a retried pod strands one address per attempt; a pod
-// whose DEL fails stays Terminating until the fault clears.
+// on containerd v2.4.2: a failed RunPodSandbox takes its sandbox and netns
+// with it, so the deleted pod goes at once, where DEL failed its address
+// stranded (issue 12130); a retried pod strands one address per attempt,
+// kubelet retrying after its 10–15 s backoff; a pod whose DEL fails stays
+// Terminating until the fault clears, and one whose DEL fails once goes
+// at kubelet's next Stop.
 var _ = Describe("Kubelet mode", Label("kubelet"), func() {
 	It("gives every covered scenario a real kubelet's run that agrees with the model", func(ctx SpecContext) {
 		before := takeNodeState()
@@ -49,7 +51,8 @@ var _ = Describe("Kubelet mode", Label("kubelet"), func() {
 				covered = append(covered, s.ID)
 			}
 		}
-		Expect(covered).To(ConsistOf("partial-add-del-fails", "sustained-partial-add-del-fails", "teardown-del-error"))
+		Expect(covered).To(ConsistOf("add-error", "add-crash", "partial-add", "partial-add-del-fails", "partial-add-del-fails-once",
+			"sustained-partial-add-del-fails", "teardown-del-error", "teardown-del-error-once"))
 
 		outcomes := map[string]string{}
 		for _, id := range covered {
@@ -61,14 +64,21 @@ var _ = Describe("Kubelet mode", Label("kubelet"), func() {
 			outcomes[id] = k.WhileFaulted + "/" + k.Outcome
 		}
 		Expect(outcomes).To(Equal(map[string]string{
+			"add-error":                       "/" + report.KubeletRemoved,
+			"add-crash":                       "/" + report.KubeletRemoved,
+			"partial-add":                     "/" + report.KubeletRemoved,
 			"partial-add-del-fails":           "/" + report.KubeletRemoved,
+			"partial-add-del-fails-once":      "/" + report.KubeletRemoved,
 			"sustained-partial-add-del-fails": "/" + report.KubeletRemoved,
 			"teardown-del-error":              report.KubeletStuckTerminating + "/" + report.KubeletRemoved,
+			"teardown-del-error-once":         report.KubeletRemoved + "/" + report.KubeletRemoved,
 		}))
 		sustained := r.Report.Scenario("sustained-partial-add-del-fails").KubeletRun
 		Expect(sustained.Attempts).To(BeNumerically(">=", 2), "kubelet retried the pod")
 		Expect(report.CountKinds(sustained.Leaks)[report.AddressKind]).To(Equal(sustained.Attempts),
 			"one address stranded per RunPodSandbox attempt")
+		Expect(sustained.RetrySeconds).To(BeNumerically(">=", report.KubeletBackOff.Seconds()),
+			"a failed attempt leaves no sandbox on 2.4: kubelet retries after its backoff")
 
 		expectNoResidue(ctx, before, "after kubelet mode")
 		Expect(readTunables()).To(Equal(tunables), "the kernel tunables kubelet sets are the node's again")
