@@ -14,6 +14,7 @@ import (
 
 	"github.com/cnifault/cnifault/cniconf"
 	"github.com/cnifault/cnifault/fixtures/cli"
+	"github.com/cnifault/cnifault/fixtures/cri"
 	"github.com/cnifault/cnifault/fixtures/criproxy"
 	"github.com/cnifault/cnifault/fixtures/kubelet"
 	"github.com/cnifault/cnifault/fixtures/report"
@@ -44,6 +45,10 @@ const (
 	// kubeletTeardown: the pod starts on a healthy network, the fault
 	// breaks it, the user deletes the pod; the fault clears later.
 	kubeletTeardown
+	// kubeletNoNetwork: the pod appears while the runtime has no usable
+	// network; kubelet makes no RunPodSandbox while the runtime says
+	// NetworkReady=false (a CRI-O that was ready once still says true).
+	kubeletNoNetwork
 )
 
 // kubeletCase is a covered scenario's fault for its kubelet run: data, as
@@ -102,6 +107,10 @@ const (
 	// kubelet's start and teardown, the longest drive, the settle, and the
 	// restore after it.
 	kubeletRunTimeout = 2*time.Minute + kubeletStartBound + kubeletRetryBound + kubeletFaultedBound + kubeletSettleBound
+	// kubeletNoCallWindow: how long a pod that kubelet does not start
+	// (no usable network) is watched for a RunPodSandbox: two of kubelet's
+	// pod worker retries (10–15 s each) and more.
+	kubeletNoCallWindow = 2*(report.KubeletBackOff+report.KubeletBackOff/2) + 5*time.Second
 )
 
 // kubeletEntry is the report entry of a kubelet run (report.KubeletRun).
@@ -225,6 +234,8 @@ func (sc *scenario) underKubelet(ctx SpecContext, kc kubeletCase) *report.Kubele
 	switch kc.family {
 	case kubeletTeardown:
 		err = k.driveTeardown(ctx, kc, run, calls, deletePod)
+	case kubeletNoNetwork:
+		err = k.driveNoNetwork(ctx, calls, deletePod)
 	default:
 		err = k.driveFailedStart(ctx, kc, calls, deletePod)
 	}
@@ -250,6 +261,9 @@ func (k *scenario) installQuietly(ctx SpecContext, kc kubeletCase) (err error) {
 			err = fmt.Errorf("installing the kubelet pod's network: %v", r)
 		}
 	}()
+	if kc.family == kubeletNoNetwork {
+		return k.emptyConfDirQuietly(ctx)
+	}
 	if kc.family != kubeletTeardown {
 		f := kc.faults(k)
 		if err := k.SetFaults(f.Faults); err != nil {
@@ -278,6 +292,37 @@ func (k *scenario) installQuietly(ctx SpecContext, kc kubeletCase) (err error) {
 		return fmt.Errorf("the runtime did not load the kubelet pod's network %q: %w", l.Name, err)
 	}
 	return nil
+}
+
+// emptyConfDirQuietly empties the conf dir and waits until the runtime has
+// no usable network (NetworkReady=false, or no network held), as the plain
+// run's InstallNoNetwork does, without asserting.
+func (k *scenario) emptyConfDirQuietly(ctx SpecContext) error {
+	k.UseRaw(nil)
+	if err := cniconf.ConfDir(rt.CNIConfDir()).Clear(); err != nil {
+		return err
+	}
+	if err := runtimes.NetworkConfigChanged(ctx, rt); err != nil {
+		return fmt.Errorf("the runtime did not take up the emptied conf dir: %w", err)
+	}
+	return awaitNetwork(ctx, func(st cri.NetworkStatus) error {
+		if !st.Unusable() {
+			return fmt.Errorf("the runtime still reports a usable network: %s %v", st.CNIConfig, st.Networks)
+		}
+		return nil
+	})
+}
+
+// driveNoNetwork watches the pod for kubeletNoCallWindow while the runtime
+// has no usable network, and deletes it. The fault is the runtime's state,
+// checked again at the end of the window.
+func (k *scenario) driveNoNetwork(ctx SpecContext, calls func() []criproxy.Call, deletePod func() error) error {
+	poll(ctx, kubeletNoCallWindow, func() bool { return criproxy.Counts(calls())["RunPodSandbox"].Calls > 0 })
+	st, err := runtimes.Network(ctx, rt)
+	if err != nil || !st.Unusable() {
+		return fmt.Errorf("the runtime's network was usable again by the end of the window (%v): the fault did not hold", err)
+	}
+	return deletePod()
 }
 
 // driveFailedStart waits for the fault to fire in kubelet's first
@@ -375,7 +420,8 @@ func (k *scenario) settleUnderKubelet(ctx SpecContext, run *report.KubeletRun, c
 	lastStop, stops := lastOf(cs, "StopPodSandbox")
 	switch {
 	case run.Attempts == 0:
-		run.Outcome, run.Why = report.KubeletNeverAttempted, "kubelet made no RunPodSandbox for the pod"
+		run.Outcome, run.Why = report.KubeletNeverAttempted, fmt.Sprintf(
+			"kubelet made no RunPodSandbox for the pod in %s while the runtime had no usable network", kubeletNoCallWindow)
 	case !k.listsSandbox(ctx):
 		run.Outcome, run.Why = report.KubeletRemoved, "no sandbox of the deleted pod is left"
 	case stops > 0 && !lastStop.Failed() && !lastStop.InFlight:

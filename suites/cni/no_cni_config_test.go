@@ -12,7 +12,7 @@ import (
 var _ = Describe("RunPodSandbox", func() {
 	var sc *scenario
 
-	When("the CNI config dir is empty", Scenario("no-cni-config"), Label("fault:config"), func() {
+	When("the CNI config dir is empty", KubeletScenario("no-cni-config", kubeletCase{family: kubeletNoNetwork}), Label("fault:config"), func() {
 		BeforeEach(func(ctx SpecContext) {
 			sc = newScenario(ctx)
 			By("emptying the CNI config dir until the runtime has no usable network")

@@ -9,6 +9,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/cnifault/cnifault/fixtures/report"
+	"github.com/cnifault/cnifault/fixtures/verdict"
 )
 
 // kubeletTunables are the kernel tunables kubelet sets at its start
@@ -52,15 +53,19 @@ var _ = Describe("Kubelet mode", Label("kubelet"), func() {
 			}
 		}
 		Expect(covered).To(ConsistOf("add-error", "add-crash", "partial-add", "partial-add-del-fails", "partial-add-del-fails-once",
-			"sustained-partial-add-del-fails", "teardown-del-error", "teardown-del-error-once"))
+			"sustained-partial-add-del-fails", "teardown-del-error", "teardown-del-error-once", "no-cni-config"))
 
 		outcomes := map[string]string{}
 		for _, id := range covered {
 			k := r.Report.Scenario(id).KubeletRun
 			Expect(k).NotTo(BeNil(), "%s has no kubelet run", id)
 			Expect(k.Error).To(BeEmpty(), "%s: kubelet run not judged", id)
-			Expect(k.Agrees).NotTo(BeNil(), id)
-			Expect(*k.Agrees).To(BeTrue(), "%s: %s", id, k.Disagreement)
+			if k.Outcome == report.KubeletNeverAttempted {
+				Expect(k.Model).To(Equal(verdict.NotComparedNeverAttempted), id)
+			} else {
+				Expect(k.Agrees).NotTo(BeNil(), id)
+				Expect(*k.Agrees).To(BeTrue(), "%s: %s", id, k.Disagreement)
+			}
 			outcomes[id] = k.WhileFaulted + "/" + k.Outcome
 		}
 		Expect(outcomes).To(Equal(map[string]string{
@@ -72,6 +77,9 @@ var _ = Describe("Kubelet mode", Label("kubelet"), func() {
 			"sustained-partial-add-del-fails": "/" + report.KubeletRemoved,
 			"teardown-del-error":              report.KubeletStuckTerminating + "/" + report.KubeletRemoved,
 			"teardown-del-error-once":         report.KubeletRemoved + "/" + report.KubeletRemoved,
+			// containerd says NetworkReady=false with no config, and
+			// kubelet starts no pod until it says true.
+			"no-cni-config": "/" + report.KubeletNeverAttempted,
 		}))
 		sustained := r.Report.Scenario("sustained-partial-add-del-fails").KubeletRun
 		Expect(sustained.Attempts).To(BeNumerically(">=", 2), "kubelet retried the pod")
