@@ -1,0 +1,307 @@
+package cni_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cnifault/cnifault/cniconf"
+	"github.com/cnifault/cnifault/fixtures/cri"
+	"github.com/cnifault/cnifault/fixtures/criproxy"
+	"github.com/cnifault/cnifault/fixtures/report"
+	"github.com/cnifault/cnifault/fixtures/runtimes"
+)
+
+// The drives of kubelet mode (kubelet_mode_test.go): how each family of
+// covered scenarios meets a real kubelet's pod, and how the pod's outcome
+// is read once kubelet has settled.
+
+// installQuietly installs the kubelet pod's network with cni-fault
+// journaling and, but for a teardown (whose fault comes after the pod
+// started), the case's faults in its faults file.
+func (k *scenario) installQuietly(ctx SpecContext, kc kubeletCase) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("installing the kubelet pod's network: %v", r)
+		}
+	}()
+	if kc.family == kubeletNoNetwork {
+		return k.emptyConfDirQuietly(ctx)
+	}
+	if kc.family != kubeletTeardown {
+		f := kc.faults(k)
+		if err := k.SetFaults(f.Faults); err != nil {
+			return err
+		}
+		k.ExpectJournal(f, kc.verb)
+	}
+	l := cniconf.NewList(k.Network.Name, k.Network.BridgePlugin(), k.Fault())
+	if kc.first {
+		l = cniconf.NewList(k.Network.Name, k.Fault(), k.Network.BridgePlugin())
+	}
+	if err := k.UseList(l); err != nil {
+		return err
+	}
+	dir := cniconf.ConfDir(rt.CNIConfDir())
+	if err := dir.Clear(); err != nil {
+		return err
+	}
+	if err := dir.WriteList(confFile, l); err != nil {
+		return err
+	}
+	if err := runtimes.NetworkConfigChanged(ctx, rt); err != nil {
+		return fmt.Errorf("the runtime did not take up the kubelet pod's network: %w", err)
+	}
+	if err := awaitNetwork(ctx, holds(l.Name)); err != nil {
+		return fmt.Errorf("the runtime did not load the kubelet pod's network %q: %w", l.Name, err)
+	}
+	return nil
+}
+
+// emptyConfDirQuietly empties the conf dir and waits until the runtime has
+// no usable network (NetworkReady=false, or no network held), as the plain
+// run's InstallNoNetwork does, without asserting.
+func (k *scenario) emptyConfDirQuietly(ctx SpecContext) error {
+	k.UseRaw(nil)
+	if err := cniconf.ConfDir(rt.CNIConfDir()).Clear(); err != nil {
+		return err
+	}
+	if err := runtimes.NetworkConfigChanged(ctx, rt); err != nil {
+		return fmt.Errorf("the runtime did not take up the emptied conf dir: %w", err)
+	}
+	return awaitNetwork(ctx, func(st cri.NetworkStatus) error {
+		if !st.Unusable() {
+			return fmt.Errorf("the runtime still reports a usable network: %s %v", st.CNIConfig, st.Networks)
+		}
+		return nil
+	})
+}
+
+// driveNoNetwork watches the pod for kubeletNoCallWindow while the runtime
+// has no usable network, and deletes it. The fault is the runtime's state,
+// checked again at the end of the window.
+func (k *scenario) driveNoNetwork(ctx SpecContext, calls func() []criproxy.Call, deletePod func() error) error {
+	poll(ctx, kubeletNoCallWindow, func() bool { return criproxy.Counts(calls())["RunPodSandbox"].Calls > 0 })
+	st, err := runtimes.Network(ctx, rt)
+	if err != nil || !st.Unusable() {
+		return fmt.Errorf("the runtime's network was usable again by the end of the window (%v): the fault did not hold", err)
+	}
+	return deletePod()
+}
+
+// driveFailedStart waits for the fault to fire in kubelet's first
+// RunPodSandbox, lets kubelet retry where the case retries, and deletes
+// the pod.
+func (k *scenario) driveFailedStart(ctx SpecContext, kc kubeletCase, calls func() []criproxy.Call, deletePod func() error) error {
+	if !k.seeFiredWithin(ctx, kubeletStartBound) {
+		return fmt.Errorf("the fault never fired for the kubelet's pod within %s (%s; kubelet's calls: %s)",
+			kubeletStartBound, k.Expectations(), criproxy.Summary(calls()))
+	}
+	if kc.family == kubeletRetries {
+		poll(ctx, kubeletRetryBound, func() bool {
+			return criproxy.Counts(calls())["RunPodSandbox"].Calls >= kubeletRetryAttempts
+		})
+	}
+	return deletePod()
+}
+
+// driveTeardown starts the pod on the healthy network, breaks it, deletes
+// the pod, and records whether it went while the fault persisted; then it
+// clears the fault.
+func (k *scenario) driveTeardown(ctx SpecContext, kc kubeletCase, run *report.KubeletRun, calls func() []criproxy.Call, deletePod func() error) error {
+	var id string
+	if !poll(ctx, kubeletStartBound, func() bool {
+		id = k.readySandbox(ctx)
+		return id != ""
+	}) {
+		return fmt.Errorf("the kubelet's pod did not start on the healthy network within %s (kubelet's calls: %s)",
+			kubeletStartBound, criproxy.Summary(calls()))
+	}
+	f := kc.faults(k)
+	if err := k.SetFaults(f.Faults); err != nil {
+		return err
+	}
+	k.ExpectJournal(f, kc.verb)
+	if err := deletePod(); err != nil {
+		return err
+	}
+	deletedAt := time.Now()
+	// stops are kubelet's StopPodSandbox calls since the deletion that
+	// ended: how many failed, and whether one succeeded (the pod's kill
+	// went through: it is gone for its user, its sandbox left to
+	// kubelet's GC).
+	stops := func() (failed int, killed bool) {
+		for _, c := range calls() {
+			if c.Method != "StopPodSandbox" || c.InFlight || c.Start.Before(deletedAt) {
+				continue
+			}
+			if c.Failed() {
+				failed++
+			} else {
+				killed = true
+			}
+		}
+		return failed, killed
+	}
+	gone := func() bool {
+		_, killed := stops()
+		return killed || !k.listsSandbox(ctx)
+	}
+	poll(ctx, kubeletFaultedBound, func() bool {
+		failed, _ := stops()
+		return gone() || failed >= kubeletFaultedStops
+	})
+	if !k.seeFiredWithin(ctx, 0) {
+		return fmt.Errorf("the fault never fired for the kubelet's pod: %s (kubelet's calls: %s)", k.Expectations(), criproxy.Summary(calls()))
+	}
+	run.WhileFaulted = report.KubeletRemoved
+	if !gone() {
+		run.WhileFaulted = report.KubeletStuckTerminating
+	}
+	return k.SetFaults(nil)
+}
+
+// settleUnderKubelet waits until the deleted pod is done with (no sandbox
+// of it listed, and no call of kubelet's for it for kubeletQuiet), or
+// kubeletSettleBound has passed, and judges the outcome and what was left.
+func (k *scenario) settleUnderKubelet(ctx SpecContext, run *report.KubeletRun, calls func() []criproxy.Call) {
+	poll(ctx, kubeletSettleBound, func() bool {
+		if k.listsSandbox(ctx) {
+			return false
+		}
+		return quietSince(calls()) > kubeletQuiet
+	})
+	if err := k.Inventory(ctx); err != nil {
+		run.Error = "taking the inventory: " + err.Error()
+		return
+	}
+	k.FinishInspection(k.journal)
+	run.Leaks = append([]report.Leak(nil), k.Scenario.Leaks...)
+	cs := calls()
+	counts := criproxy.Counts(cs)
+	run.Attempts = counts["RunPodSandbox"].Calls
+	run.RetrySeconds = retrySeconds(cs)
+	lastStop, stops := lastOf(cs, "StopPodSandbox")
+	switch {
+	case run.Attempts == 0:
+		run.Outcome, run.Why = report.KubeletNeverAttempted, fmt.Sprintf(
+			"kubelet made no RunPodSandbox for the pod in %s while the runtime had no usable network", kubeletNoCallWindow)
+	case !k.listsSandbox(ctx):
+		run.Outcome, run.Why = report.KubeletRemoved, "no sandbox of the deleted pod is left"
+	case stops > 0 && !lastStop.Failed() && !lastStop.InFlight:
+		run.Outcome, run.Why = report.KubeletRemoved, fmt.Sprintf(
+			"its last StopPodSandbox succeeded; kubelet's GC had not removed the sandbox %s after the deletion", kubeletSettleBound)
+	default:
+		run.Outcome, run.Why = report.KubeletStuckTerminating, fmt.Sprintf(
+			"a sandbox of the deleted pod is still there after %s, and %d of kubelet's StopPodSandbox calls failed",
+			kubeletSettleBound, counts["StopPodSandbox"].Failed)
+	}
+	if run.WhileFaulted == "" {
+		return
+	}
+	run.Why = fmt.Sprintf("while faulted: %s; once cleared: %s", run.WhileFaulted, run.Why)
+}
+
+// seeFiredWithin polls for the fault's firing for up to d.
+func (k *scenario) seeFiredWithin(ctx SpecContext, d time.Duration) bool {
+	if k.SeeFired(ctx) {
+		return true
+	}
+	return d > 0 && poll(ctx, d, func() bool { return k.SeeFired(ctx) })
+}
+
+// readySandbox is the id of the kubelet pod's ready sandbox, "" while
+// there is none.
+func (k *scenario) readySandbox(ctx context.Context) string {
+	boxes, err := rt.CRI().ListPodSandboxes(ctx)
+	if err != nil {
+		return ""
+	}
+	for _, b := range boxes {
+		if b.GetMetadata().GetUid() == k.PodUID() && b.GetState() == runtimeapi.PodSandboxState_SANDBOX_READY {
+			return b.GetId()
+		}
+	}
+	return ""
+}
+
+// listsSandbox tells whether the runtime lists any sandbox of the kubelet
+// pod; a failed listing counts as one (not gone).
+func (k *scenario) listsSandbox(ctx context.Context) bool {
+	boxes, err := rt.CRI().ListPodSandboxes(ctx)
+	if err != nil {
+		return true
+	}
+	for _, b := range boxes {
+		if b.GetMetadata().GetUid() == k.PodUID() {
+			k.Scope.MarkOwn(b.GetId())
+			return true
+		}
+	}
+	return false
+}
+
+// poll calls done every second until it holds or d has passed; it tells
+// whether it held. A quiet Gomega: kubelet mode asserts nothing.
+func poll(ctx context.Context, d time.Duration, done func() bool) bool {
+	quiet := NewGomega(func(string, ...int) {})
+	return quiet.Eventually(done).WithContext(ctx).WithTimeout(d).WithPolling(time.Second).Should(BeTrue())
+}
+
+// quietSince is how long kubelet has made no call for the pod: since the
+// end of its last one; none while one is in flight.
+func quietSince(calls []criproxy.Call) time.Duration {
+	var last time.Time
+	for _, c := range calls {
+		if c.InFlight {
+			return 0
+		}
+		if end := c.Start.Add(c.Duration); end.After(last) {
+			last = end
+		}
+	}
+	if last.IsZero() {
+		return time.Duration(1<<63 - 1)
+	}
+	return time.Since(last)
+}
+
+// retrySeconds is the mean time from one of kubelet's RunPodSandbox calls
+// for the pod to the next; 0 with fewer than two.
+func retrySeconds(calls []criproxy.Call) float64 {
+	var starts []time.Time
+	for _, c := range calls {
+		if c.Method == "RunPodSandbox" {
+			starts = append(starts, c.Start)
+		}
+	}
+	if len(starts) < 2 {
+		return 0
+	}
+	d := starts[len(starts)-1].Sub(starts[0]) / time.Duration(len(starts)-1)
+	return d.Round(100 * time.Millisecond).Seconds()
+}
+
+func lastOf(calls []criproxy.Call, method string) (criproxy.Call, int) {
+	var last criproxy.Call
+	n := 0
+	for _, c := range calls {
+		if c.Method == method {
+			last, n = c, n+1
+		}
+	}
+	return last, n
+}
+
+// fillCalls puts kubelet's calls for the pod into the run, per method.
+func fillCalls(run *report.KubeletRun, calls []criproxy.Call) {
+	run.Calls = nil
+	for _, m := range criproxy.Methods(calls) {
+		c := criproxy.Counts(calls)[m]
+		run.Calls = append(run.Calls, report.KubeletCalls{Method: m, Calls: c.Calls, Failed: c.Failed})
+	}
+}
