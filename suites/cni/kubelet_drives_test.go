@@ -185,6 +185,7 @@ func (k *scenario) settleUnderKubelet(ctx SpecContext, run *report.KubeletRun, c
 	counts := criproxy.Counts(cs)
 	run.Attempts = counts["RunPodSandbox"].Calls
 	run.RetrySeconds = retrySeconds(cs)
+	run.IdleSeconds = meanSeconds(criproxy.IdleAfterAttempts(cs))
 	lastStop, stops := lastOf(cs, "StopPodSandbox")
 	switch {
 	case run.Attempts == 0:
@@ -284,6 +285,18 @@ func retrySeconds(calls []criproxy.Call) float64 {
 	}
 	d := starts[len(starts)-1].Sub(starts[0]) / time.Duration(len(starts)-1)
 	return d.Round(100 * time.Millisecond).Seconds()
+}
+
+// meanSeconds is the mean of ds in seconds, to a tenth; 0 for none.
+func meanSeconds(ds []time.Duration) float64 {
+	if len(ds) == 0 {
+		return 0
+	}
+	var sum time.Duration
+	for _, d := range ds {
+		sum += d
+	}
+	return (sum / time.Duration(len(ds))).Round(100 * time.Millisecond).Seconds()
 }
 
 func lastOf(calls []criproxy.Call, method string) (criproxy.Call, int) {
