@@ -40,7 +40,10 @@ var _ = Describe("RunPodSandbox", func() {
 		itFailsAndLeavesNothing(current)
 	})
 
-	When("the first plugin exits non-zero without output on ADD", Scenario("add-exit-no-output"), Label("fault:add"), func() {
+	When("the first plugin exits non-zero without output on ADD", KubeletScenario("add-exit-no-output", kubeletCase{
+		family: kubeletFirstAttempt, verb: cniconf.VerbAdd, first: true,
+		faults: func(k *scenario) cniconf.Fault { return k.Fault().On(cniconf.VerbAdd, cniconf.Exit(2)) },
+	}), Label("fault:add"), func() {
 		BeforeEach(func(ctx SpecContext) {
 			sc = newScenario(ctx)
 			By("installing cni-fault (ADD: exit 2, no output) before bridge")
@@ -49,7 +52,10 @@ var _ = Describe("RunPodSandbox", func() {
 		itFailsAndLeavesNothing(current)
 	})
 
-	When("a plugin returns a result that is not JSON after bridge allocated", Scenario("add-garbage-result"), Label("fault:add"), func() {
+	When("a plugin returns a result that is not JSON after bridge allocated", KubeletScenario("add-garbage-result", kubeletCase{
+		family: kubeletFirstAttempt, verb: cniconf.VerbAdd,
+		faults: func(k *scenario) cniconf.Fault { return k.Fault().On(cniconf.VerbAdd, cniconf.Garbage()) },
+	}), Label("fault:add"), func() {
 		BeforeEach(func(ctx SpecContext) {
 			sc = newScenario(ctx)
 			By("installing bridge, then cni-fault (ADD: garbage on stdout, exit 0)")

@@ -35,45 +35,75 @@ var _ = Describe("A live pod whose libcni cache entry is broken", func() {
 		sc.InstallNetwork(ctx, cniconf.NewList(sc.Network.Name, sc.Network.BridgePlugin(), sc.Fault()))
 	}, NodeTimeout(scenarioSetupTimeout))
 
-	When("the pod's libcni cache entry is lost before its teardown", Scenario("cni-cache-lost"), Label("fault:teardown", "fault:cache", "persists"), func() {
+	When("the pod's libcni cache entry is lost before its teardown", KubeletScenario("cni-cache-lost", kubeletCase{
+		family: kubeletTeardown,
+		breaks: func(_ SpecContext, k *scenario) error { return k.breakCNICacheE("removed", os.Remove) },
+		clears: persists,
+	}), Label("fault:teardown", "fault:cache", "persists"), func() {
 		itTearsDownAndLeavesNothing(current, teardownCase{
 			inject: func(ctx SpecContext) { sc.breakCNICache(ctx, "removed", os.Remove) },
 		})
 	})
 
-	When("the pod's libcni cache entry is truncated before its teardown", Scenario("cni-cache-corrupt"), Label("fault:teardown", "fault:cache", "persists"), func() {
+	When("the pod's libcni cache entry is truncated before its teardown", KubeletScenario("cni-cache-corrupt", kubeletCase{
+		family: kubeletTeardown,
+		breaks: func(_ SpecContext, k *scenario) error { return k.breakCNICacheE("truncated", truncateHalf) },
+		clears: persists,
+	}), Label("fault:teardown", "fault:cache", "persists"), func() {
 		itTearsDownAndLeavesNothing(current, teardownCase{
 			inject: func(ctx SpecContext) {
-				sc.breakCNICache(ctx, "truncated", func(path string) error {
-					st, err := os.Stat(path)
-					if err != nil {
-						return err
-					}
-					return os.Truncate(path, st.Size()/2)
-				})
+				sc.breakCNICache(ctx, "truncated", truncateHalf)
 			},
 		})
 	})
 })
 
+// truncateHalf cuts the file at path to half its size: a write cut short.
+func truncateHalf(path string) error {
+	st, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	return os.Truncate(path, st.Size()/2)
+}
+
+// persists is a kubelet case's clearing of a fault nothing repairs (label
+// persists): the pod must go with it in place.
+func persists(SpecContext, *scenario) error { return nil }
+
 // breakCNICache breaks every cache entry of the scenario's pod with
+// break_, and registers how the fault is seen to fire (breakCNICacheE).
+func (sc *scenario) breakCNICache(ctx SpecContext, how string, break_ func(path string) error) {
+	GinkgoHelper()
+	Expect(sc.breakCNICacheE(how, break_)).To(Succeed())
+}
+
+// breakCNICacheE breaks every cache entry of the scenario's pod with
 // break_, and registers how the fault is seen to
 // fire: the runtime's teardown met the broken entry, running a
 // DEL of the pod after the break (cni-fault's journal) or failing with an
-// error that names the cache.
-func (sc *scenario) breakCNICache(ctx SpecContext, how string, break_ func(path string) error) {
-	GinkgoHelper()
+// error that names the cache. It asserts nothing (kubelet mode's runs
+// use it too).
+func (sc *scenario) breakCNICacheE(how string, break_ func(path string) error) error {
 	var entries []string
 	for _, d := range rt.Inventory().CNICacheDirs {
 		m, err := filepath.Glob(filepath.Join(d, sc.Network.Name+"-*"))
-		Expect(err).NotTo(HaveOccurred())
+		if err != nil {
+			return err
+		}
 		entries = append(entries, slices.DeleteFunc(m, func(e string) bool { return !sc.ownsCacheEntry(e) })...)
 	}
-	Expect(entries).NotTo(BeEmpty(), "no libcni cache entry of network %s for pod %s under %v", sc.Network.Name, sc.PodUID(), rt.Inventory().CNICacheDirs)
+	if len(entries) == 0 {
+		return fmt.Errorf("no libcni cache entry of network %s for pod %s under %v", sc.Network.Name, sc.PodUID(), rt.Inventory().CNICacheDirs)
+	}
 	for _, e := range entries {
 		raw, err := os.ReadFile(e)
-		Expect(err).NotTo(HaveOccurred())
-		Expect(break_(e)).To(Succeed(), "breaking the cache entry %s", e)
+		if err != nil {
+			return err
+		}
+		if err := break_(e); err != nil {
+			return fmt.Errorf("breaking the cache entry %s: %w", e, err)
+		}
 		GinkgoWriter.Printf("cache entry %s %s\n", e, how)
 		// A runtime that could not tear the pod down with the entry broken
 		// gets it whole again before restore's teardown, so that nothing of
@@ -100,6 +130,7 @@ func (sc *scenario) breakCNICache(ctx SpecContext, how string, break_ func(path 
 			}
 			return "", false
 		})
+	return nil
 }
 
 // ownsCacheEntry reports whether the cache entry at path is the scenario's

@@ -13,7 +13,9 @@ const missingPlugin = "cnifault-not-installed"
 var _ = Describe("RunPodSandbox", func() {
 	var sc *scenario
 
-	When("the CNI config dir holds only invalid JSON", Scenario("malformed-cni-config"), Label("fault:config"), func() {
+	When("the CNI config dir holds only invalid JSON", KubeletScenario("malformed-cni-config", kubeletCase{
+		family: kubeletNoNetwork, conf: []byte("{ \"cniVersion\": \"1.0.0\", \"name\": \n"),
+	}), Label("fault:config"), func() {
 		BeforeEach(func(ctx SpecContext) {
 			sc = newScenario(ctx)
 			By("writing a conflist that is not JSON until the runtime has no usable network")
@@ -32,7 +34,13 @@ var _ = Describe("RunPodSandbox", func() {
 	// or the runtime's log for the pod, names the missing binary, or says
 	// that the refused list left no network (scenario.ExpectRefusal);
 	// CRI-O's refusal alone, logged at load, is no proof of the call.
-	When("the chain names a plugin missing from the bin dir", Scenario("missing-plugin-binary"), Label("fault:config"), func() {
+	When("the chain names a plugin missing from the bin dir", KubeletScenario("missing-plugin-binary", kubeletCase{
+		family: kubeletFirstAttempt, refusable: missingPlugin,
+		chain: func(k *scenario) (cniconf.NetworkList, error) {
+			return cniconf.NewList(k.Network.Name, k.Network.BridgePlugin(), cniconf.Opaque{Type: missingPlugin}, k.Fault()), nil
+		},
+		expects: func(k *scenario) { k.ExpectRuntimeError(missingPlugin) },
+	}), Label("fault:config"), func() {
 		BeforeEach(func(ctx SpecContext) {
 			sc = newScenario(ctx)
 			By("installing bridge followed by a plugin type that has no binary")

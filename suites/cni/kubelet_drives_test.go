@@ -3,6 +3,9 @@ package cni_test
 import (
 	"context"
 	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -29,20 +32,75 @@ func (k *scenario) installQuietly(ctx SpecContext, kc kubeletCase) (err error) {
 			err = fmt.Errorf("installing the kubelet pod's network: %v", r)
 		}
 	}()
-	if kc.family == kubeletNoNetwork {
+	switch kc.family {
+	case kubeletNoNetwork:
+		return k.noNetworkQuietly(ctx, kc.conf)
+	case kubeletLateConfig:
+		if kc.boot {
+			return k.bootWithoutConfig(ctx)
+		}
 		return k.emptyConfDirQuietly(ctx)
 	}
-	if kc.family != kubeletTeardown {
+	if kc.family != kubeletTeardown && kc.faults != nil {
 		f := kc.faults(k)
 		if err := k.SetFaults(f.Faults); err != nil {
 			return err
 		}
 		k.ExpectJournal(f, kc.verb)
 	}
+	if kc.expects != nil {
+		kc.expects(k)
+	}
 	l := cniconf.NewList(k.Network.Name, k.Network.BridgePlugin(), k.Fault())
 	if kc.first {
 		l = cniconf.NewList(k.Network.Name, k.Fault(), k.Network.BridgePlugin())
 	}
+	if kc.chain != nil {
+		if l, err = kc.chain(k); err != nil {
+			return err
+		}
+	}
+	if kc.refusable != "" {
+		return k.installListOrRefusalQuietly(ctx, l, kc.refusable)
+	}
+	return k.installListQuietly(ctx, l)
+}
+
+// installListOrRefusalQuietly makes l the runtime's one network and waits
+// until it holds it or refuses it for a reason that names because (CRI-O
+// validates a list's plugins at load), as the plain run's
+// InstallNetworkOrRefusal does, without asserting.
+func (k *scenario) installListOrRefusalQuietly(ctx SpecContext, l cniconf.NetworkList, because string) error {
+	if err := k.writeListQuietly(ctx, l); err != nil {
+		return err
+	}
+	file := filepath.Join(rt.CNIConfDir(), confFile)
+	return awaitNetwork(ctx, func(st cri.NetworkStatus) error {
+		if why, refused := st.Refused[file]; refused && st.Unusable() {
+			if !strings.Contains(why, because) {
+				return fmt.Errorf("the runtime refused %s for a reason that does not name the fault: %s", file, why)
+			}
+			k.ExpectRefusal(why)
+			return nil
+		}
+		return holds(l.Name)(st)
+	})
+}
+
+// installListQuietly makes l the runtime's one network and waits until it
+// holds it, without asserting.
+func (k *scenario) installListQuietly(ctx SpecContext, l cniconf.NetworkList) error {
+	if err := k.writeListQuietly(ctx, l); err != nil {
+		return err
+	}
+	if err := awaitNetwork(ctx, holds(l.Name)); err != nil {
+		return fmt.Errorf("the runtime did not load the kubelet pod's network %q: %w", l.Name, err)
+	}
+	return nil
+}
+
+// writeListQuietly writes l as the only config and tells the runtime.
+func (k *scenario) writeListQuietly(ctx SpecContext, l cniconf.NetworkList) error {
 	if err := k.UseList(l); err != nil {
 		return err
 	}
@@ -56,9 +114,6 @@ func (k *scenario) installQuietly(ctx SpecContext, kc kubeletCase) (err error) {
 	if err := runtimes.NetworkConfigChanged(ctx, rt); err != nil {
 		return fmt.Errorf("the runtime did not take up the kubelet pod's network: %w", err)
 	}
-	if err := awaitNetwork(ctx, holds(l.Name)); err != nil {
-		return fmt.Errorf("the runtime did not load the kubelet pod's network %q: %w", l.Name, err)
-	}
 	return nil
 }
 
@@ -66,9 +121,22 @@ func (k *scenario) installQuietly(ctx SpecContext, kc kubeletCase) (err error) {
 // no usable network (NetworkReady=false, or no network held), as the plain
 // run's InstallNoNetwork does, without asserting.
 func (k *scenario) emptyConfDirQuietly(ctx SpecContext) error {
-	k.UseRaw(nil)
-	if err := cniconf.ConfDir(rt.CNIConfDir()).Clear(); err != nil {
+	return k.noNetworkQuietly(ctx, nil)
+}
+
+// noNetworkQuietly makes content, which the runtime cannot load, the only
+// config (none where nil), and waits until the runtime has no usable
+// network, as the plain run's InstallMalformed does, without asserting.
+func (k *scenario) noNetworkQuietly(ctx SpecContext, content []byte) error {
+	k.UseRaw(content)
+	dir := cniconf.ConfDir(rt.CNIConfDir())
+	if err := dir.Clear(); err != nil {
 		return err
+	}
+	if content != nil {
+		if err := dir.WriteRaw(confFile, content); err != nil {
+			return err
+		}
 	}
 	if err := runtimes.NetworkConfigChanged(ctx, rt); err != nil {
 		return fmt.Errorf("the runtime did not take up the emptied conf dir: %w", err)
@@ -93,11 +161,80 @@ func (k *scenario) driveNoNetwork(ctx SpecContext, calls func() []criproxy.Call,
 	return deletePod()
 }
 
+// bootWithoutConfig empties the conf dir and restarts a managed runtime
+// with it empty, as a node boots (a CRI-O that never was ready holds
+// RunPodSandbox until a network loads), as the plain run does.
+func (k *scenario) bootWithoutConfig(ctx SpecContext) error {
+	if err := k.emptyConfDirQuietly(ctx); err != nil {
+		return err
+	}
+	ctl, ok := rt.(runtimes.Controllable)
+	if !ok {
+		return nil
+	}
+	if err := ctl.Crash(ctx); err != nil {
+		return fmt.Errorf("stopping the runtime for the node's boot: %w", err)
+	}
+	if err := ctl.Restart(ctx); err != nil {
+		return fmt.Errorf("starting the runtime with its conf dir empty: %w", err)
+	}
+	return k.emptyConfDirQuietly(ctx)
+}
+
+// driveLateConfig lets kubelet attempt the pods while no config exists
+// (until each made a RunPodSandbox, or kubeletNoCallWindow where they make
+// none), writes the config as the network DaemonSet does, waits for the
+// pods to start, and deletes them.
+func (k *scenario) driveLateConfig(ctx SpecContext, run *report.KubeletRun, calls func() []criproxy.Call, deletePod func() error) error {
+	poll(ctx, kubeletNoCallWindow, func() bool { return len(asked(calls())) == len(k.PodUIDs()) })
+	st, err := runtimes.Network(ctx, rt)
+	if err != nil || !st.Unusable() {
+		return fmt.Errorf("the runtime's network was usable before the config was written (%v): the fault did not hold", err)
+	}
+	before := criproxy.Counts(calls())["RunPodSandbox"]
+	run.Why = fmt.Sprintf("before the config: RunPodSandbox %d (%d failed, %d in flight)", before.Calls, before.Failed, before.InFlight)
+	return k.clearThenStart(ctx, run, func() error {
+		return k.installListQuietly(ctx, cniconf.BridgeList(k.Network))
+	}, deletePod)
+}
+
+// clearThenStart ends the fault (clear), waits until every pod of the run
+// has a ready sandbox (kubelet's next retry starts each), records when,
+// and deletes the pods.
+func (k *scenario) clearThenStart(ctx SpecContext, run *report.KubeletRun, clear, deletePod func() error) error {
+	if err := clear(); err != nil {
+		return fmt.Errorf("ending the fault: %w", err)
+	}
+	run.ClearedAfterSeconds = time.Since(k.RunStarted).Round(time.Millisecond).Seconds()
+	if poll(ctx, kubeletStartBound+kubeletQuiet, func() bool { return k.readyPods(ctx) == len(k.PodUIDs()) }) {
+		run.StartedAfterSeconds = time.Since(k.RunStarted).Round(time.Millisecond).Seconds()
+	}
+	run.Started = k.readyPods(ctx)
+	return deletePod()
+}
+
+// driveStorm lets every pod of the storm meet the fault at its first
+// attempt, clears the fault, and lets kubelet start them all before they
+// are deleted, as the plain storm retries its pods once the fault cleared.
+func (k *scenario) driveStorm(ctx SpecContext, kc kubeletCase, run *report.KubeletRun, calls func() []criproxy.Call, deletePod func() error) error {
+	if !k.seeFiredWithin(ctx, kubeletStartBound, calls) {
+		return fmt.Errorf("the fault never fired for the kubelet's pods within %s (%s; kubelet's calls: %s)",
+			kubeletStartBound, k.Expectations(), criproxy.Summary(calls()))
+	}
+	if !poll(ctx, kubeletStartBound, func() bool { return len(attempted(calls())) == len(k.PodUIDs()) }) {
+		return fmt.Errorf("only %d of the storm's %d pods had a RunPodSandbox return within %s (kubelet's calls: %s)",
+			len(attempted(calls())), len(k.PodUIDs()), kubeletStartBound, criproxy.Summary(calls()))
+	}
+	first := criproxy.Counts(calls())["RunPodSandbox"]
+	run.Why = fmt.Sprintf("under the fault: RunPodSandbox %d (%d failed)", first.Calls, first.Failed)
+	return k.clearThenStart(ctx, run, func() error { return kc.clearFault(ctx, k) }, deletePod)
+}
+
 // driveFailedStart waits for the fault to fire in kubelet's first
 // RunPodSandbox, lets kubelet retry where the case retries, and deletes
 // the pod.
 func (k *scenario) driveFailedStart(ctx SpecContext, kc kubeletCase, calls func() []criproxy.Call, deletePod func() error) error {
-	if !k.seeFiredWithin(ctx, kubeletStartBound) {
+	if !k.seeFiredWithin(ctx, kubeletStartBound, calls) {
 		return fmt.Errorf("the fault never fired for the kubelet's pod within %s (%s; kubelet's calls: %s)",
 			kubeletStartBound, k.Expectations(), criproxy.Summary(calls()))
 	}
@@ -121,11 +258,9 @@ func (k *scenario) driveTeardown(ctx SpecContext, kc kubeletCase, run *report.Ku
 		return fmt.Errorf("the kubelet's pod did not start on the healthy network within %s (kubelet's calls: %s)",
 			kubeletStartBound, criproxy.Summary(calls()))
 	}
-	f := kc.faults(k)
-	if err := k.SetFaults(f.Faults); err != nil {
-		return err
+	if err := kc.breakNetwork(ctx, k); err != nil {
+		return fmt.Errorf("breaking the kubelet pod's network: %w", err)
 	}
-	k.ExpectJournal(f, kc.verb)
 	if err := deletePod(); err != nil {
 		return err
 	}
@@ -151,24 +286,74 @@ func (k *scenario) driveTeardown(ctx SpecContext, kc kubeletCase, run *report.Ku
 		_, killed := stops()
 		return killed || !k.listsSandbox(ctx)
 	}
+	if kc.restart != nil {
+		// The runtime restarts between kubelet's first failed Stop and
+		// its next, which meets the restarted runtime.
+		poll(ctx, kubeletFaultedBound, func() bool {
+			failed, _ := stops()
+			return gone() || failed > 0
+		})
+		if failed, _ := stops(); failed > 0 && !gone() {
+			if err := kc.restart(ctx); err != nil {
+				return fmt.Errorf("restarting the runtime between kubelet's Stops: %w", err)
+			}
+		}
+	}
 	poll(ctx, kubeletFaultedBound, func() bool {
 		failed, _ := stops()
 		return gone() || failed >= kubeletFaultedStops
 	})
-	if !k.seeFiredWithin(ctx, 0) {
+	if !k.seeFiredWithin(ctx, 0, calls) {
 		return fmt.Errorf("the fault never fired for the kubelet's pod: %s (kubelet's calls: %s)", k.Expectations(), criproxy.Summary(calls()))
 	}
 	run.WhileFaulted = report.KubeletRemoved
 	if !gone() {
 		run.WhileFaulted = report.KubeletStuckTerminating
 	}
-	return k.SetFaults(nil)
+	if err := kc.clearFault(ctx, k); err != nil {
+		return fmt.Errorf("clearing the fault: %w", err)
+	}
+	return nil
+}
+
+// asked is the pods (by uid) kubelet made a RunPodSandbox for, returned
+// or not (a CRI-O that never was ready holds it).
+func asked(calls []criproxy.Call) map[string]bool {
+	out := map[string]bool{}
+	for _, c := range calls {
+		if c.Method == "RunPodSandbox" {
+			out[c.Pod.UID] = true
+		}
+	}
+	return out
+}
+
+// attempted is the pods (by uid) with a RunPodSandbox that returned.
+func attempted(calls []criproxy.Call) map[string]bool {
+	out := map[string]bool{}
+	for _, c := range calls {
+		if c.Method == "RunPodSandbox" && !c.InFlight {
+			out[c.Pod.UID] = true
+		}
+	}
+	return out
+}
+
+// lastFailed is the last of calls to method that failed.
+func lastFailed(calls []criproxy.Call, method string) (criproxy.Call, bool) {
+	for i := len(calls) - 1; i >= 0; i-- {
+		if calls[i].Method == method && calls[i].Failed() {
+			return calls[i], true
+		}
+	}
+	return criproxy.Call{}, false
 }
 
 // settleUnderKubelet waits until the deleted pod is done with (no sandbox
 // of it listed, and no call of kubelet's for it for kubeletQuiet), or
 // kubeletSettleBound has passed, and judges the outcome and what was left.
 func (k *scenario) settleUnderKubelet(ctx SpecContext, run *report.KubeletRun, calls func() []criproxy.Call) {
+	before := run.Why
 	poll(ctx, kubeletSettleBound, func() bool {
 		if k.listsSandbox(ctx) {
 			return false
@@ -184,8 +369,11 @@ func (k *scenario) settleUnderKubelet(ctx SpecContext, run *report.KubeletRun, c
 	cs := calls()
 	counts := criproxy.Counts(cs)
 	run.Attempts = counts["RunPodSandbox"].Calls
-	run.RetrySeconds = retrySeconds(cs)
-	run.IdleSeconds = meanSeconds(criproxy.IdleAfterAttempts(cs))
+	if run.Pods <= 1 {
+		// A rate is one pod's: a storm's pods retry side by side.
+		run.RetrySeconds = retrySeconds(cs)
+		run.IdleSeconds = meanSeconds(criproxy.IdleAfterAttempts(cs))
+	}
 	lastStop, stops := lastOf(cs, "StopPodSandbox")
 	switch {
 	case run.Attempts == 0:
@@ -201,18 +389,36 @@ func (k *scenario) settleUnderKubelet(ctx SpecContext, run *report.KubeletRun, c
 			"a sandbox of the deleted pod is still there after %s, and %d of kubelet's StopPodSandbox calls failed",
 			kubeletSettleBound, counts["StopPodSandbox"].Failed)
 	}
-	if run.WhileFaulted == "" {
-		return
+	switch {
+	case run.ClearedAfterSeconds > 0 && run.StartedAfterSeconds > 0:
+		run.Why = fmt.Sprintf("%s; every pod started %.1f s after the fault cleared; deleted: %s", before, run.StartedAfterSeconds-run.ClearedAfterSeconds, run.Why)
+	case run.ClearedAfterSeconds > 0:
+		run.Why = fmt.Sprintf("%s; %d of %d pods started within %s after the fault cleared; deleted: %s", before, run.Started, len(k.PodUIDs()),
+			kubeletStartBound+kubeletQuiet, run.Why)
+	case run.WhileFaulted != "":
+		run.Why = fmt.Sprintf("while faulted: %s; once cleared: %s", run.WhileFaulted, run.Why)
 	}
-	run.Why = fmt.Sprintf("while faulted: %s; once cleared: %s", run.WhileFaulted, run.Why)
 }
 
-// seeFiredWithin polls for the fault's firing for up to d.
-func (k *scenario) seeFiredWithin(ctx SpecContext, d time.Duration) bool {
-	if k.SeeFired(ctx) {
+// seeFiredWithin polls for the fault's firing for up to d. The runtime's
+// words for kubelet's failed calls are the harness's to read too: the
+// proxy has them, for a fault only they show (ExpectRuntimeError,
+// ExpectConfigFault).
+func (k *scenario) seeFiredWithin(ctx SpecContext, d time.Duration, calls func() []criproxy.Call) bool {
+	fired := func() bool {
+		cs := calls()
+		if last, ok := lastFailed(cs, "RunPodSandbox"); ok {
+			k.Error = last.Message
+		}
+		if last, ok := lastFailed(cs, "StopPodSandbox"); ok {
+			k.StopErr = last.Message
+		}
+		return k.SeeFired(ctx)
+	}
+	if fired() {
 		return true
 	}
-	return d > 0 && poll(ctx, d, func() bool { return k.SeeFired(ctx) })
+	return d > 0 && poll(ctx, d, fired)
 }
 
 // readySandbox is the id of the kubelet pod's ready sandbox, "" while
@@ -230,6 +436,21 @@ func (k *scenario) readySandbox(ctx context.Context) string {
 	return ""
 }
 
+// readyPods is how many of the run's pods have a ready sandbox.
+func (k *scenario) readyPods(ctx context.Context) int {
+	boxes, err := rt.CRI().ListPodSandboxes(ctx)
+	if err != nil {
+		return 0
+	}
+	ready := map[string]bool{}
+	for _, b := range boxes {
+		if uid := b.GetMetadata().GetUid(); slices.Contains(k.PodUIDs(), uid) && b.GetState() == runtimeapi.PodSandboxState_SANDBOX_READY {
+			ready[uid] = true
+		}
+	}
+	return len(ready)
+}
+
 // listsSandbox tells whether the runtime lists any sandbox of the kubelet
 // pod; a failed listing counts as one (not gone).
 func (k *scenario) listsSandbox(ctx context.Context) bool {
@@ -238,7 +459,7 @@ func (k *scenario) listsSandbox(ctx context.Context) bool {
 		return true
 	}
 	for _, b := range boxes {
-		if b.GetMetadata().GetUid() == k.PodUID() {
+		if slices.Contains(k.PodUIDs(), b.GetMetadata().GetUid()) {
 			k.Scope.MarkOwn(b.GetId())
 			return true
 		}

@@ -2,6 +2,7 @@ package cni_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -47,6 +48,10 @@ const (
 	// network; kubelet makes no RunPodSandbox while the runtime says
 	// NetworkReady=false (a CRI-O that was ready once still says true).
 	kubeletNoNetwork
+	// kubeletLateConfig: the runtime starts with its conf dir empty, as a
+	// node boots before its CNI DaemonSet; the pod appears, then the
+	// config does, and the pod must start before it is deleted.
+	kubeletLateConfig
 )
 
 // kubeletCase is a covered scenario's fault for its kubelet run: data, as
@@ -62,6 +67,59 @@ type kubeletCase struct {
 	// nothing may be allocated when the fault fires; else it follows
 	// bridge.
 	first bool
+	// chain, where set, is the pod's chain instead (a teardown's healthy
+	// network that holds more than bridge and cni-fault).
+	chain func(k *scenario) (cniconf.NetworkList, error)
+	// breaks and clears, where set, break a live pod's network and end the
+	// fault (a teardown whose fault is not cni-fault's: an emptied conf
+	// dir, a removed plugin binary); breaks registers how the fault is
+	// seen to fire. Else faults is written into the faults file, its
+	// verb's journal entry is the check, and clearing empties the file.
+	breaks, clears func(ctx SpecContext, k *scenario) error
+	// restart, where set, restarts the runtime between kubelet's first
+	// failed Stop of a teardown and its next.
+	restart func(ctx SpecContext) error
+	// storm: tc.StormPods static pods appear at once (a node's boot, a
+	// rollout), each its own pod worker in kubelet, and the fault ends
+	// before they are deleted: every one must start, as the plain storm
+	// retries its pods once the fault cleared. With kubeletFirstAttempt
+	// the fault clears once every pod's first RunPodSandbox met it; with
+	// kubeletLateConfig the config appears.
+	storm bool
+	// conf, for kubeletNoNetwork, is the only config, which the runtime
+	// cannot load; none where nil.
+	conf []byte
+	// expects, where set, registers how a fault cni-fault does not
+	// inject is seen to fire (the runtime's error naming it); refusable,
+	// where set, lets the runtime refuse the pod's list at load for a
+	// reason that names it, as CRI-O does a list whose plugin is missing.
+	expects   func(k *scenario)
+	refusable string
+	// boot restarts a managed runtime with its conf dir empty before a
+	// late config's pods appear, as a node boots (a CRI-O that never was
+	// ready holds RunPodSandbox until a network loads).
+	boot bool
+}
+
+// breakNetwork breaks the kubelet pod's live network with the case's fault.
+func (kc kubeletCase) breakNetwork(ctx SpecContext, k *scenario) error {
+	if kc.breaks != nil {
+		return kc.breaks(ctx, k)
+	}
+	f := kc.faults(k)
+	if err := k.SetFaults(f.Faults); err != nil {
+		return err
+	}
+	k.ExpectJournal(f, kc.verb)
+	return nil
+}
+
+// clearFault ends the case's fault on the kubelet pod's network.
+func (kc kubeletCase) clearFault(ctx SpecContext, k *scenario) error {
+	if kc.clears != nil {
+		return kc.clears(ctx, k)
+	}
+	return k.SetFaults(nil)
 }
 
 // kubeletCases are the covered scenarios' cases, by scenario id, filled as
@@ -165,6 +223,9 @@ func (sc *scenario) underKubelet(ctx SpecContext, kc kubeletCase) *report.Kubele
 		scn.ScenarioNames{RunID: runID, Process: process(), Seq: scenarioSeq, ID: sc.ID, SubnetOctet: subnetOctet},
 		sc.Description)}
 	run.Pod = k.PodUID()
+	if kc.storm {
+		k.Pods, run.Pods = tc.StormPods, tc.StormPods
+	}
 	defer k.restore(ctx)
 	if err := k.Prepare(); err != nil {
 		run.Error = "preparing the kubelet pod's network: " + err.Error()
@@ -214,19 +275,32 @@ func (sc *scenario) underKubelet(ctx SpecContext, kc kubeletCase) *report.Kubele
 		}
 	}()
 
-	pod := kubelet.Pod{Name: sc.ID, Namespace: scn.PodNamespace(runID), UID: k.PodUID(),
-		Labels: map[string]string{runtimes.RunIDLabel: runID, "cnifault.io/scenario": sc.ID}}
-	k.RunStarted = time.Now()
-	if err := kl.AddStaticPod(pod); err != nil {
-		run.Error = "writing the static pod's manifest: " + err.Error()
-		return run
+	var pods []kubelet.Pod
+	for i, uid := range k.PodUIDs() {
+		name := sc.ID
+		if i > 0 {
+			name = fmt.Sprintf("%s-%d", sc.ID, i)
+		}
+		pods = append(pods, kubelet.Pod{Name: name, Namespace: scn.PodNamespace(runID), UID: uid,
+			Labels: map[string]string{runtimes.RunIDLabel: runID, "cnifault.io/scenario": sc.ID}})
 	}
-	calls := func() []criproxy.Call { return proxy.CallsFor(pod.UID) }
+	k.RunStarted = time.Now()
+	for _, pod := range pods {
+		if err := kl.AddStaticPod(pod); err != nil {
+			run.Error = "writing the static pod's manifest: " + err.Error()
+			return run
+		}
+	}
+	calls := func() []criproxy.Call { return proxy.CallsFor(k.PodUIDs()...) }
 	deleted := false
 	deletePod := func() error {
 		run.DeletedAfterSeconds = time.Since(k.RunStarted).Round(time.Millisecond).Seconds()
 		deleted = true
-		return kl.RemoveStaticPod(pod.Name)
+		var errs []error
+		for _, pod := range pods {
+			errs = append(errs, kl.RemoveStaticPod(pod.Name))
+		}
+		return errors.Join(errs...)
 	}
 
 	switch kc.family {
@@ -234,6 +308,14 @@ func (sc *scenario) underKubelet(ctx SpecContext, kc kubeletCase) *report.Kubele
 		err = k.driveTeardown(ctx, kc, run, calls, deletePod)
 	case kubeletNoNetwork:
 		err = k.driveNoNetwork(ctx, calls, deletePod)
+	case kubeletLateConfig:
+		err = k.driveLateConfig(ctx, run, calls, deletePod)
+	case kubeletFirstAttempt:
+		if kc.storm {
+			err = k.driveStorm(ctx, kc, run, calls, deletePod)
+			break
+		}
+		err = k.driveFailedStart(ctx, kc, calls, deletePod)
 	default:
 		err = k.driveFailedStart(ctx, kc, calls, deletePod)
 	}

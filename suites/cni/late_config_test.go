@@ -29,7 +29,7 @@ const lateConfigPods = 4
 var _ = Describe("Pods started before the CNI config exists", func() {
 	var sc *scenario
 
-	When("the config appears after the pods were attempted", Scenario("late-cni-config"), Label("fault:config", "kubelet:node-boot"), func() {
+	When("the config appears after the pods were attempted", KubeletScenario("late-cni-config", kubeletCase{family: kubeletLateConfig, boot: true}), Label("fault:config", "kubelet:node-boot"), func() {
 		BeforeEach(func(ctx SpecContext) {
 			sc = newScenario(ctx)
 			sc.Pods = lateConfigPods

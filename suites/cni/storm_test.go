@@ -42,7 +42,13 @@ var _ = Describe("RunPodSandbox for many pods at once", func() {
 		sc.Pods = 1 + tc.StormPods
 	}, NodeTimeout(scenarioSetupTimeout))
 
-	When("many pods start at once while a later plugin fails ADD and DEL", Scenario("storm-partial-add-del-fails"), Label("fault:storm"), func() {
+	When("many pods start at once while a later plugin fails ADD and DEL", KubeletScenario("storm-partial-add-del-fails", kubeletCase{
+		family: kubeletFirstAttempt, storm: true, verb: cniconf.VerbAdd,
+		faults: func(k *scenario) cniconf.Fault {
+			return k.Fault().On(cniconf.VerbAdd, cniconf.Fail(7, "cnifault: injected ADD error after bridge")).
+				On(cniconf.VerbDel, cniconf.Fail(7, "cnifault: injected DEL error"))
+		},
+	}), Label("fault:storm"), func() {
 		BeforeEach(func(ctx SpecContext) {
 			By("installing bridge, then cni-fault (ADD: error, DEL: error, for every pod)")
 			sc.InstallFaultsFileNetwork(ctx, sc.Fault().
@@ -52,7 +58,9 @@ var _ = Describe("RunPodSandbox for many pods at once", func() {
 		itLeavesWhatSingleFailuresLeave(current, stormCase{deadline: scn.Within(criCallTimeout), clear: healthy})
 	})
 
-	When("many pods start at once while the CNI config dir is empty", Scenario("storm-no-cni-config"), Label("fault:storm"), func() {
+	When("many pods start at once while the CNI config dir is empty", KubeletScenario("storm-no-cni-config", kubeletCase{
+		family: kubeletLateConfig, storm: true,
+	}), Label("fault:storm"), func() {
 		BeforeEach(func(ctx SpecContext) {
 			By("emptying the conf dir until the runtime has no usable network")
 			sc.InstallNoNetwork(ctx)

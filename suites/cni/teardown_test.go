@@ -3,6 +3,7 @@ package cni_test
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"slices"
 	"time"
 
@@ -136,7 +137,16 @@ var _ = Describe("A live pod's teardown", func() {
 
 	// The failure beside the network: an NRI plugin refuses the pod's Stop
 	// and Remove until it is fixed (a policy plugin down or misconfigured).
-	When("an NRI plugin rejects the pod's Stop and Remove after it started", Scenario("nri-rejects-stop"),
+	When("an NRI plugin rejects the pod's Stop and Remove after it started", KubeletScenario("nri-rejects-stop", kubeletCase{
+		family: kubeletTeardown,
+		breaks: func(_ SpecContext, k *scenario) error {
+			reject := cniconf.Fail(0, "cnifault: injected NRI rejection")
+			return k.SetNRIFaults(map[cniconf.Verb][]cniconf.Step{
+				cniconf.NRIStopPodSandbox: {reject}, cniconf.NRIRemovePodSandbox: {reject},
+			}, cniconf.NRIStopPodSandbox)
+		},
+		clears: func(_ SpecContext, k *scenario) error { return k.ClearNRIFault() },
+	}),
 		Label("fault:teardown", "fault:nri", report.LabelManagedOnly, report.NeedsLabel(report.NeedNRI)), func() {
 			BeforeEach(func(ctx SpecContext) { sc.requireNRI(ctx) }, NodeTimeout(scenarioSetupTimeout))
 			reject := cniconf.Fail(0, "cnifault: injected NRI rejection")
@@ -150,7 +160,16 @@ var _ = Describe("A live pod's teardown", func() {
 			})
 		})
 
-	When("the CNI config dir is emptied after the pod started", Scenario("teardown-no-cni-config"), Label("fault:teardown"), func() {
+	When("the CNI config dir is emptied after the pod started", KubeletScenario("teardown-no-cni-config", kubeletCase{
+		family: kubeletTeardown,
+		breaks: func(ctx SpecContext, k *scenario) error {
+			k.ExpectNoNetwork()
+			return k.emptyConfDirQuietly(ctx)
+		},
+		clears: func(ctx SpecContext, k *scenario) error {
+			return k.installListQuietly(ctx, cniconf.NewList(k.Network.Name, k.Network.BridgePlugin(), k.Fault()))
+		},
+	}), Label("fault:teardown"), func() {
 		itTearsDownAndLeavesNothing(current, teardownCase{
 			// The fault is the state a live pod's teardown meets: a runtime
 			// that tears down with the config cached at ADD (CRI-O) never
@@ -166,7 +185,18 @@ var _ = Describe("A live pod's teardown", func() {
 	// A CNI DaemonSet upgrade removed a binary the live pod's chain names:
 	// DEL fails on it, before the plugins that hold the pod's address. The
 	// binary is the scenario's own, in a bin dir the harness owns.
-	When("a plugin binary of the pod's chain is removed after it started", Scenario("teardown-missing-plugin-binary"), Label("fault:teardown", "managed-only"), func() {
+	When("a plugin binary of the pod's chain is removed after it started", KubeletScenario("teardown-missing-plugin-binary", kubeletCase{
+		family: kubeletTeardown,
+		chain: func(k *scenario) (cniconf.NetworkList, error) {
+			return cniconf.NewList(k.Network.Name, k.Network.BridgePlugin(),
+				cniconf.Opaque{Type: k.VanishingPlugin()}, k.Fault()), k.InstallVanishingPlugin()
+		},
+		breaks: func(_ SpecContext, k *scenario) error {
+			k.ExpectRuntimeError(k.VanishingPlugin())
+			return k.RemoveVanishingPlugin()
+		},
+		clears: func(_ SpecContext, k *scenario) error { return k.InstallVanishingPlugin() },
+	}), Label("fault:teardown", "managed-only"), func() {
 		BeforeEach(func() {
 			if _, managed := rt.(runtimes.Controllable); !managed {
 				skipLacking(report.NeedManaged, "the harness changes no plugin binary of an external runtime's bin dir but its own cni-fault")
@@ -190,7 +220,20 @@ var _ = Describe("A live pod's teardown", func() {
 	// The runtime restarts (an upgrade, an OOM kill) while the network
 	// agent is down: what it knew of the pod's network must survive, or the
 	// DEL that finally passes has nothing to release.
-	When("the runtime restarts between a failed Stop and the next one", Scenario("teardown-runtime-restart"), Label("fault:teardown", "managed-only", "kubelet:teardown-restart"), func() {
+	When("the runtime restarts between a failed Stop and the next one", KubeletScenario("teardown-runtime-restart", kubeletCase{
+		family: kubeletTeardown, verb: cniconf.VerbDel,
+		faults: func(k *scenario) cniconf.Fault { return k.Fault().On(cniconf.VerbDel, delFails) },
+		restart: func(ctx SpecContext) error {
+			ctl, ok := rt.(runtimes.Controllable)
+			if !ok {
+				return fmt.Errorf("%s is not managed", rt.Name())
+			}
+			if err := ctl.Crash(ctx); err != nil {
+				return err
+			}
+			return ctl.Restart(ctx)
+		},
+	}), Label("fault:teardown", "managed-only", "kubelet:teardown-restart"), func() {
 		var ctl runtimes.Controllable
 		BeforeEach(func() {
 			var ok bool
