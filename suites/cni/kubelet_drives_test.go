@@ -99,7 +99,8 @@ func (k *scenario) installListQuietly(ctx SpecContext, l cniconf.NetworkList) er
 	return nil
 }
 
-// writeListQuietly writes l as the only config and tells the runtime.
+// writeListQuietly writes l as the only config and tells the runtime; the
+// plain run's writeList asserts on it.
 func (k *scenario) writeListQuietly(ctx SpecContext, l cniconf.NetworkList) error {
 	if err := k.UseList(l); err != nil {
 		return err
@@ -126,7 +127,7 @@ func (k *scenario) emptyConfDirQuietly(ctx SpecContext) error {
 
 // noNetworkQuietly makes content, which the runtime cannot load, the only
 // config (none where nil), and waits until the runtime has no usable
-// network, as the plain run's InstallMalformed does, without asserting.
+// network; the plain run's InstallMalformed and emptyConfDir assert on it.
 func (k *scenario) noNetworkQuietly(ctx SpecContext, content []byte) error {
 	k.UseRaw(content)
 	dir := cniconf.ConfDir(rt.CNIConfDir())
@@ -206,7 +207,7 @@ func (k *scenario) clearThenStart(ctx SpecContext, run *report.KubeletRun, clear
 		return fmt.Errorf("ending the fault: %w", err)
 	}
 	run.ClearedAfterSeconds = time.Since(k.RunStarted).Round(time.Millisecond).Seconds()
-	if poll(ctx, kubeletStartBound+kubeletQuiet, func() bool { return k.readyPods(ctx) == len(k.PodUIDs()) }) {
+	if poll(ctx, kubeletClearedStartBound, func() bool { return k.readyPods(ctx) == len(k.PodUIDs()) }) {
 		run.StartedAfterSeconds = time.Since(k.RunStarted).Round(time.Millisecond).Seconds()
 	}
 	run.Started = k.readyPods(ctx)
@@ -394,7 +395,7 @@ func (k *scenario) settleUnderKubelet(ctx SpecContext, run *report.KubeletRun, c
 		run.Why = fmt.Sprintf("%s; every pod started %.1f s after the fault cleared; deleted: %s", before, run.StartedAfterSeconds-run.ClearedAfterSeconds, run.Why)
 	case run.ClearedAfterSeconds > 0:
 		run.Why = fmt.Sprintf("%s; %d of %d pods started within %s after the fault cleared; deleted: %s", before, run.Started, len(k.PodUIDs()),
-			kubeletStartBound+kubeletQuiet, run.Why)
+			kubeletClearedStartBound, run.Why)
 	case run.WhileFaulted != "":
 		run.Why = fmt.Sprintf("while faulted: %s; once cleared: %s", run.WhileFaulted, run.Why)
 	}

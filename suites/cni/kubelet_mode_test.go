@@ -150,9 +150,19 @@ const (
 	kubeletSettleBound = 2*time.Minute + kubeletQuiet
 	// kubeletFaultedBound: for a pod whose network broke after it started,
 	// how long the fault persists after its deletion: two failed Stops
-	// are enough to call it stuck while faulted.
-	kubeletFaultedBound = time.Minute
+	// are enough to call it stuck while faulted, and a Stop that went
+	// through to call it removed; either ends the wait, so the bound is
+	// reached only where kubelet's Stops are slow (a loaded node), and is
+	// twice what an idle node needs (2 failed Stops within 30 s).
+	kubeletFaultedBound = 2 * time.Minute
 	kubeletFaultedStops = 2
+	// kubeletClearedStartBound: how long every pod gets to start once the
+	// fault cleared (late-cni-config, the storms): kubelet's next retries
+	// after its doubled backoff (10 s, then 20 s, with jitter) and a
+	// loaded node's start of 16 pods. Idle, the last of 16 started 22 s
+	// after the clear; the wait ends as soon as every pod is ready, so only
+	// a pod that never starts waits it out.
+	kubeletClearedStartBound = kubeletSettleBound
 	// kubeletRetryAttempts and kubeletRetryBound: a retried pod is deleted
 	// after this many RunPodSandbox calls, or once the bound has passed
 	// without them (a runtime where kubelet makes no new sandbox until a
@@ -162,7 +172,7 @@ const (
 	// kubeletRunTimeout bounds the whole kubelet run: the network, the
 	// kubelet's start and teardown, the longest drive, the settle, and the
 	// restore after it.
-	kubeletRunTimeout = 2*time.Minute + kubeletStartBound + kubeletRetryBound + kubeletFaultedBound + kubeletSettleBound
+	kubeletRunTimeout = 2*time.Minute + kubeletStartBound + kubeletRetryBound + kubeletFaultedBound + kubeletClearedStartBound + kubeletSettleBound
 	// kubeletNoCallWindow: how long a pod that kubelet does not start
 	// (no usable network) is watched for a RunPodSandbox: two of kubelet's
 	// pod worker retries (10–15 s each) and more.

@@ -144,26 +144,18 @@ func (sc *scenario) InstallNetworkOrRefusal(ctx SpecContext, l cniconf.NetworkLi
 	}
 }
 
-// writeList writes l as the only config and tells the runtime.
+// writeList writes l as the only config and tells the runtime
+// (writeListQuietly).
 func (sc *scenario) writeList(ctx SpecContext, l cniconf.NetworkList) {
 	GinkgoHelper()
-	Expect(sc.UseList(l)).NotTo(HaveOccurred())
-	dir := cniconf.ConfDir(rt.CNIConfDir())
-	Expect(dir.Clear()).To(Succeed())
-	Expect(dir.WriteList(confFile, l)).To(Succeed())
-	Expect(runtimes.NetworkConfigChanged(ctx, rt)).To(Succeed(), "the runtime did not take up the new config")
+	Expect(sc.writeListQuietly(ctx, l)).To(Succeed())
 }
 
 // InstallMalformed writes content as the only config and waits until the
-// runtime has no usable network.
+// runtime has no usable network (noNetworkQuietly).
 func (sc *scenario) InstallMalformed(ctx SpecContext, content []byte) {
 	GinkgoHelper()
-	sc.UseRaw(content)
-	dir := cniconf.ConfDir(rt.CNIConfDir())
-	Expect(dir.Clear()).To(Succeed())
-	Expect(dir.WriteRaw(confFile, content)).To(Succeed())
-	Expect(runtimes.NetworkConfigChanged(ctx, rt)).To(Succeed(), "the runtime did not take up the new config")
-	sc.waitNoNetwork(ctx)
+	Expect(sc.noNetworkQuietly(ctx, content)).To(Succeed(), "the runtime did not drop its CNI config")
 	sc.ExpectConfigFault()
 }
 
@@ -178,23 +170,10 @@ func (sc *scenario) InstallNoNetwork(ctx SpecContext) {
 }
 
 // emptyConfDir empties the conf dir and waits until the runtime has no
-// usable network.
+// usable network (noNetworkQuietly).
 func (sc *scenario) emptyConfDir(ctx SpecContext) {
 	GinkgoHelper()
-	sc.UseRaw(nil)
-	Expect(cniconf.ConfDir(rt.CNIConfDir()).Clear()).To(Succeed())
-	Expect(runtimes.NetworkConfigChanged(ctx, rt)).To(Succeed(), "the runtime did not take up the new config")
-	sc.waitNoNetwork(ctx)
-}
-
-func (sc *scenario) waitNoNetwork(ctx SpecContext) {
-	GinkgoHelper()
-	Expect(awaitNetwork(ctx, func(st cri.NetworkStatus) error {
-		if !st.Unusable() {
-			return fmt.Errorf("the runtime still reports NetworkReady with %s %v", st.CNIConfig, st.Networks)
-		}
-		return nil
-	})).To(Succeed(), "the runtime did not drop its CNI config")
+	Expect(sc.noNetworkQuietly(ctx, nil)).To(Succeed(), "the runtime did not drop its CNI config")
 }
 
 // RunSandboxE runs the scenario's pod and returns the runtime's error. A
