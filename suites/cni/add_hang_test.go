@@ -7,6 +7,8 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/cnifault/cnifault/cniconf"
+	"github.com/cnifault/cnifault/fixtures/inspect"
+	"github.com/cnifault/cnifault/fixtures/report"
 	scn "github.com/cnifault/cnifault/fixtures/scenario"
 )
 
@@ -47,7 +49,7 @@ func (sc *scenario) leaksSettle(ctx SpecContext) (left leakReport, held string) 
 		if len(left.Leaks) == 0 {
 			return true
 		}
-		held = sc.HeldByHang(hangSettleWindow)
+		held = sc.HeldByHang(hangSettleWindow, report.CountKinds(left.Leaks)[inspect.KindNetNS])
 		return held != ""
 	})
 	return left, held
@@ -56,7 +58,12 @@ func (sc *scenario) leaksSettle(ctx SpecContext) (left leakReport, held string) 
 var _ = Describe("RunPodSandbox", func() {
 	var sc *scenario
 
-	When("ADD hangs past the client's deadline", Scenario("add-hang-deadline"), Label("fault:hang"), func() {
+	When("ADD hangs past the client's deadline", KubeletScenario("add-hang-deadline", kubeletCase{
+		family: kubeletFirstAttempt, hang: true, verb: cniconf.VerbAdd,
+		faults: func(k *scenario) cniconf.Fault {
+			return k.Fault().On(cniconf.VerbAdd, cniconf.Hang().Times(1), cniconf.Pass())
+		},
+	}), Label("fault:hang"), func() {
 		BeforeEach(func(ctx SpecContext) {
 			sc = newScenario(ctx)
 			By("installing bridge, then cni-fault (ADD: hang once, then pass)")

@@ -222,9 +222,10 @@ func (k *scenario) driveStorm(ctx SpecContext, kc kubeletCase, run *report.Kubel
 		return fmt.Errorf("the fault never fired for the kubelet's pods within %s (%s; kubelet's calls: %s)",
 			kubeletStartBound, k.Expectations(), criproxy.Summary(calls()))
 	}
-	if !poll(ctx, kubeletStartBound, func() bool { return len(attempted(calls())) == len(k.PodUIDs()) }) {
+	returned := kubeletStartBound + kc.hungRun()
+	if !poll(ctx, returned, func() bool { return len(attempted(calls())) == len(k.PodUIDs()) }) {
 		return fmt.Errorf("only %d of the storm's %d pods had a RunPodSandbox return within %s (kubelet's calls: %s)",
-			len(attempted(calls())), len(k.PodUIDs()), kubeletStartBound, criproxy.Summary(calls()))
+			len(attempted(calls())), len(k.PodUIDs()), returned, criproxy.Summary(calls()))
 	}
 	first := criproxy.Counts(calls())["RunPodSandbox"]
 	run.Why = fmt.Sprintf("under the fault: RunPodSandbox %d (%d failed)", first.Calls, first.Failed)
@@ -240,7 +241,7 @@ func (k *scenario) driveFailedStart(ctx SpecContext, kc kubeletCase, calls func(
 			kubeletStartBound, k.Expectations(), criproxy.Summary(calls()))
 	}
 	if kc.family == kubeletRetries {
-		poll(ctx, kubeletRetryBound, func() bool {
+		poll(ctx, kubeletRetryBound+kubeletRetryAttempts*kc.hungRun(), func() bool {
 			return criproxy.Counts(calls())["RunPodSandbox"].Calls >= kubeletRetryAttempts
 		})
 	}
@@ -398,6 +399,8 @@ func (k *scenario) settleUnderKubelet(ctx SpecContext, run *report.KubeletRun, c
 			kubeletClearedStartBound, run.Why)
 	case run.WhileFaulted != "":
 		run.Why = fmt.Sprintf("while faulted: %s; once cleared: %s", run.WhileFaulted, run.Why)
+	case before != "":
+		run.Why = fmt.Sprintf("%s; deleted: %s", before, run.Why)
 	}
 }
 

@@ -52,6 +52,10 @@ const (
 	// node boots before its CNI DaemonSet; the pod appears, then the
 	// config does, and the pod must start before it is deleted.
 	kubeletLateConfig
+	// kubeletReboot: the pods run on a healthy network when the node
+	// reboots under them, kubelet with it; once the runtime and kubelet
+	// are up again and every pod runs again, the pods are deleted.
+	kubeletReboot
 )
 
 // kubeletCase is a covered scenario's fault for its kubelet run: data, as
@@ -95,6 +99,11 @@ type kubeletCase struct {
 	// reason that names it, as CRI-O does a list whose plugin is missing.
 	expects   func(k *scenario)
 	refusable string
+	// hang: the fault is a call that hangs (cni-fault's hang, which only
+	// the harness ends: clearing the fault stops the hung invocations).
+	// The kubelet runs with kubeletHangRequestTimeout, so that each hung
+	// call ends at its deadline within a bound a pod meets.
+	hang bool
 	// boot restarts a managed runtime with its conf dir empty before a
 	// late config's pods appear, as a node boots (a CRI-O that never was
 	// ready holds RunPodSandbox until a network loads).
@@ -114,12 +123,31 @@ func (kc kubeletCase) breakNetwork(ctx SpecContext, k *scenario) error {
 	return nil
 }
 
-// clearFault ends the case's fault on the kubelet pod's network.
+// clearFault ends the case's fault on the kubelet pod's network, and the
+// invocations it left hanging with it, as the agent that hung comes back.
 func (kc kubeletCase) clearFault(ctx SpecContext, k *scenario) error {
 	if kc.clears != nil {
 		return kc.clears(ctx, k)
 	}
-	return k.SetFaults(nil)
+	err := k.SetFaults(nil)
+	k.stopHungPlugins()
+	return err
+}
+
+// requestTimeout is the kubelet's runtime-request-timeout for the case:
+// kubeletHangRequestTimeout where a call hangs, else kubelet's default (0).
+func (kc kubeletCase) requestTimeout() time.Duration {
+	if kc.hang {
+		return kubeletHangRequestTimeout
+	}
+	return 0
+}
+
+// hungRun is how long a RunPodSandbox of the case may take before it
+// returns: where ADD hangs, kubelet's deadline for it (twice its
+// runtime-request-timeout); else nothing beyond the bounds' own.
+func (kc kubeletCase) hungRun() time.Duration {
+	return 2 * kc.requestTimeout()
 }
 
 // kubeletCases are the covered scenarios' cases, by scenario id, filled as
@@ -169,10 +197,20 @@ const (
 	// Stop succeeds).
 	kubeletRetryAttempts = 3
 	kubeletRetryBound    = time.Duration(kubeletRetryAttempts)*report.KubeletBackOff*3/2 + 30*time.Second
+	// kubeletHangRequestTimeout is the kubelet's runtime-request-timeout
+	// where a call hangs (kubeletCase.hang): every CRI call's deadline,
+	// RunPodSandbox's twice it (k8s.io/cri-client remote_runtime.go).
+	// Kubelet's default, 2 minutes, would hold each hung RunPodSandbox 4
+	// minutes and a sustained run's three about 13; a hung call ends the
+	// same way at either, and the healthy calls of these runs (a pod's
+	// start, a teardown's Stop once the fault cleared) take seconds.
+	kubeletHangRequestTimeout = 20 * time.Second
 	// kubeletRunTimeout bounds the whole kubelet run: the network, the
-	// kubelet's start and teardown, the longest drive, the settle, and the
+	// kubelet's start and teardown, the longest drive (a retried pod's
+	// hung attempts each wait out their deadline), the settle, and the
 	// restore after it.
-	kubeletRunTimeout = 2*time.Minute + kubeletStartBound + kubeletRetryBound + kubeletFaultedBound + kubeletClearedStartBound + kubeletSettleBound
+	kubeletRunTimeout = 2*time.Minute + kubeletStartBound + kubeletRetryBound + kubeletRetryAttempts*2*kubeletHangRequestTimeout +
+		kubeletFaultedBound + kubeletClearedStartBound + kubeletSettleBound
 	// kubeletNoCallWindow: how long a pod that kubelet does not start
 	// (no usable network) is watched for a RunPodSandbox: two of kubelet's
 	// pod worker retries (10–15 s each) and more.
@@ -222,7 +260,7 @@ var kubeletSeq int
 // underKubelet is one kubelet run of sc's fault. Whatever goes wrong goes
 // into the run's Error, never into the spec: the plain verdict was decided.
 func (sc *scenario) underKubelet(ctx SpecContext, kc kubeletCase) *report.KubeletRun {
-	run := &report.KubeletRun{Kubelet: kubelet.PinnedVersion}
+	run := &report.KubeletRun{Kubelet: kubelet.PinnedVersion, RequestTimeoutSeconds: kc.requestTimeout().Seconds()}
 	start := time.Now()
 	defer func() { run.Seconds = time.Since(start).Round(time.Millisecond).Seconds() }()
 
@@ -233,8 +271,11 @@ func (sc *scenario) underKubelet(ctx SpecContext, kc kubeletCase) *report.Kubele
 		scn.ScenarioNames{RunID: runID, Process: process(), Seq: scenarioSeq, ID: sc.ID, SubnetOctet: subnetOctet},
 		sc.Description)}
 	run.Pod = k.PodUID()
-	if kc.storm {
+	switch {
+	case kc.storm:
 		k.Pods, run.Pods = tc.StormPods, tc.StormPods
+	case kc.family == kubeletReboot:
+		k.Pods, run.Pods = rebootPods, rebootPods
 	}
 	defer k.restore(ctx)
 	if err := k.Prepare(); err != nil {
@@ -267,13 +308,14 @@ func (sc *scenario) underKubelet(ctx SpecContext, kc kubeletCase) *report.Kubele
 	}
 	defer proxy.Close()
 	kl, err := kubelet.Start(ctx, kubelet.Options{
-		Binary:     tc.KubeletBinaryPath(),
-		Endpoint:   proxy.Endpoint(),
-		Name:       name,
-		NodeName:   name,
-		WorkDir:    filepath.Join(root, name),
-		CgroupRoot: rt.CgroupParent(),
-		Log:        GinkgoWriter,
+		Binary:         tc.KubeletBinaryPath(),
+		Endpoint:       proxy.Endpoint(),
+		Name:           name,
+		NodeName:       name,
+		WorkDir:        filepath.Join(root, name),
+		CgroupRoot:     rt.CgroupParent(),
+		RequestTimeout: kc.requestTimeout(),
+		Log:            GinkgoWriter,
 	})
 	if err != nil {
 		run.Error = "starting kubelet: " + err.Error()
@@ -320,6 +362,8 @@ func (sc *scenario) underKubelet(ctx SpecContext, kc kubeletCase) *report.Kubele
 		err = k.driveNoNetwork(ctx, calls, deletePod)
 	case kubeletLateConfig:
 		err = k.driveLateConfig(ctx, run, calls, deletePod)
+	case kubeletReboot:
+		err = k.driveReboot(ctx, kl, run, calls, deletePod)
 	case kubeletFirstAttempt:
 		if kc.storm {
 			err = k.driveStorm(ctx, kc, run, calls, deletePod)

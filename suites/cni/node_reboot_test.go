@@ -45,7 +45,7 @@ var _ = Describe("Running pods", func() {
 		ctl runtimes.Controllable
 	)
 
-	When("the node reboots and kubelet then stops and removes the old sandboxes", Scenario("node-reboot"),
+	When("the node reboots and kubelet then stops and removes the old sandboxes", KubeletScenario("node-reboot", kubeletCase{family: kubeletReboot}),
 		Label("fault:reboot", report.LabelManagedOnly, "kubelet:node-reboot", "once"), func() {
 			BeforeEach(func(ctx SpecContext) {
 				var ok bool

@@ -10,6 +10,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/cnifault/cnifault/cniconf"
+	"github.com/cnifault/cnifault/fixtures/inspect"
 	"github.com/cnifault/cnifault/fixtures/report"
 	scn "github.com/cnifault/cnifault/fixtures/scenario"
 	"github.com/cnifault/cnifault/fixtures/verdict"
@@ -70,7 +71,12 @@ var _ = Describe("RunPodSandbox for many pods at once", func() {
 		}})
 	})
 
-	When("many pods start at once while ADD hangs past the client's deadline", Scenario("storm-add-hang"), Label("fault:storm", "fault:hang"), func() {
+	When("many pods start at once while ADD hangs past the client's deadline", KubeletScenario("storm-add-hang", kubeletCase{
+		family: kubeletFirstAttempt, storm: true, hang: true, verb: cniconf.VerbAdd,
+		faults: func(k *scenario) cniconf.Fault {
+			return k.Fault().On(cniconf.VerbAdd, cniconf.Hang().Times(1), cniconf.Pass())
+		},
+	}), Label("fault:storm", "fault:hang"), func() {
 		BeforeEach(func(ctx SpecContext) {
 			By("installing bridge, then cni-fault (ADD: hang once per pod, then pass)")
 			sc.InstallFaultsFileNetwork(ctx, sc.Fault().On(cniconf.VerbAdd, cniconf.Hang().Times(1), cniconf.Pass()))
@@ -146,7 +152,7 @@ func (sc *scenario) settledCounts(ctx SpecContext, settle time.Duration, want ma
 		}
 		// Nothing can go before the window ends (CRI-O's hung ADD):
 		// these are the counts it would end with.
-		if why := sc.HeldByHang(window); why != "" {
+		if why := sc.HeldByHang(window, counts()[inspect.KindNetNS]); why != "" {
 			GinkgoWriter.Printf("counting %v now, not at the end of the %s window: %s\n", counts(), window, why)
 			return true
 		}

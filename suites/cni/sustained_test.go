@@ -36,8 +36,9 @@ type sustainedCase struct {
 }
 
 // The fault does not clear, and kubelet retries the pod every 10–15 s
-// for as long as it exists: each retry a new sandbox (the attempt number
-// raised), the failed one stopped and removed. A leak that one failure
+// for as long as it exists: each retry a sandbox at the attempt kubelet
+// gives it (one past the newest the runtime lists, or 0 again where it
+// lists none), the failed one stopped and removed. A leak that one failure
 // leaves is a nuisance; one that grows with every retry drains the node —
 // a /24 in under an hour at one address per retry.
 var _ = Describe("A pod retried as kubelet retries it", func() {
@@ -61,7 +62,10 @@ var _ = Describe("A pod retried as kubelet retries it", func() {
 		itDoesNotLeakMorePerAttempt(current, sustainedCase{deadline: scn.Within(criCallTimeout)})
 	})
 
-	When("ADD hangs past the client's deadline on every attempt", Scenario("sustained-add-hang"), Label("fault:sustained", "fault:hang"), func() {
+	When("ADD hangs past the client's deadline on every attempt", KubeletScenario("sustained-add-hang", kubeletCase{
+		family: kubeletRetries, hang: true, verb: cniconf.VerbAdd,
+		faults: func(k *scenario) cniconf.Fault { return k.Fault().On(cniconf.VerbAdd, cniconf.Hang()) },
+	}), Label("fault:sustained", "fault:hang"), func() {
 		BeforeEach(func(ctx SpecContext) {
 			sc = newScenario(ctx)
 			By("installing bridge, then cni-fault (ADD: hang, always)")
@@ -93,9 +97,12 @@ func itDoesNotLeakMorePerAttempt(current func() *scenario, su sustainedCase) {
 		// once (verdict.RetriedAtOnce), unless the attempt itself hung
 		// until its deadline, which then sets the pace.
 		killed := 0
+		// next is the attempt of kubelet's next sandbox for the pod: 0
+		// until the runtime lists one of its sandboxes (sc.NextAttempt).
+		var next uint32
 		for attempt := range tc.SustainedAttempts {
 			By(fmt.Sprintf("attempt %d: running the pod, then killing its failed sandbox as kubelet's next sync does", attempt+1))
-			errs := sc.RunPodsAtOnceE(ctx, su.deadline, uint32(attempt), []int{0})
+			errs := sc.RunPodsAtOnceE(ctx, su.deadline, next, []int{0})
 			if attempt == 0 {
 				sc.ExpectFaultFired(ctx, faultFiredTimeout)
 			}
@@ -109,6 +116,7 @@ func itDoesNotLeakMorePerAttempt(current func() *scenario, su sustainedCase) {
 				if err := sc.StopAndRemoveLeftovers(ctx); err != nil {
 					GinkgoWriter.Printf("kubelet's GC: %v\n", err)
 				}
+				next = sc.NextAttempt
 			}
 			// After the first attempt, what the runtime still cleans up
 			// gets its window to go down to the first attempt's level.

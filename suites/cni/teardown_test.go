@@ -123,7 +123,10 @@ var _ = Describe("A live pod's teardown", func() {
 	// The network agent hangs: every DEL blocks until the client's deadline
 	// ends the call; the fault clears when the agent comes back, and the
 	// DELs it left hanging end with it.
-	When("DEL hangs past the client's deadline after the pod started", Scenario("teardown-del-hang"), Label("fault:teardown", "fault:hang"), func() {
+	When("DEL hangs past the client's deadline after the pod started", KubeletScenario("teardown-del-hang", kubeletCase{
+		family: kubeletTeardown, hang: true, verb: cniconf.VerbDel,
+		faults: func(k *scenario) cniconf.Fault { return k.Fault().On(cniconf.VerbDel, cniconf.Hang()) },
+	}), Label("fault:teardown", "fault:hang"), func() {
 		itTearsDownAndLeavesNothing(current, teardownCase{
 			inject: func(ctx SpecContext) { setFaults(sc.Fault().On(cniconf.VerbDel, cniconf.Hang())) },
 			clear: func(ctx SpecContext) {

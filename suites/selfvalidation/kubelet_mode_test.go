@@ -44,8 +44,9 @@ var _ = Describe("Kubelet mode", Label("kubelet"), func() {
 		before := takeNodeState()
 		tunables := readTunables()
 		// Twelve processes: a kubelet run mostly waits on kubelet (its
-		// retries, its GC, a teardown's minute with the fault in place),
-		// and in four the 23 covered scenarios took 5m42s on an idle node.
+		// retries, its GC, a teardown's minute with the fault in place, a
+		// hung call's deadline), and in four the 23 scenarios first covered
+		// took 5m42s on an idle node.
 		r := runGated(ctx, "kubelet-mode", "--kubelet", "--procs", "12",
 			"--known-failures", filepath.Join(repoRoot, "hack", "known-failures.yaml"))
 		Expect(r.ExitCode).To(Equal(report.ExitPass), r.Output)
@@ -58,7 +59,8 @@ var _ = Describe("Kubelet mode", Label("kubelet"), func() {
 		}
 		Expect(covered).To(ConsistOf("add-error", "add-exit-no-output", "add-garbage-result", "add-crash", "partial-add", "partial-add-del-fails", "partial-add-del-fails-once",
 			"sustained-partial-add-del-fails", "storm-partial-add-del-fails", "storm-no-cni-config", "teardown-del-error", "teardown-del-error-once", "teardown-no-cni-config",
-			"teardown-missing-plugin-binary", "teardown-runtime-restart", "nri-rejects-stop", "cni-cache-lost", "cni-cache-corrupt", "no-cni-config", "malformed-cni-config", "missing-plugin-binary", "ipam-exhausted", "late-cni-config"))
+			"teardown-missing-plugin-binary", "teardown-runtime-restart", "nri-rejects-stop", "cni-cache-lost", "cni-cache-corrupt", "no-cni-config", "malformed-cni-config", "missing-plugin-binary", "ipam-exhausted", "late-cni-config",
+			"add-hang-deadline", "sustained-add-hang", "storm-add-hang", "teardown-del-hang", "node-reboot"))
 
 		outcomes := map[string]string{}
 		for _, id := range covered {
@@ -104,7 +106,27 @@ var _ = Describe("Kubelet mode", Label("kubelet"), func() {
 			// Nor before the config appears; then the pod starts.
 			"late-cni-config":     "/" + report.KubeletRemoved,
 			"storm-no-cni-config": "/" + report.KubeletRemoved,
+			// A hung ADD ends at kubelet's deadline, containerd's cleanup
+			// with it: the pod goes, nothing left; once it passes every
+			// storm pod starts.
+			"add-hang-deadline":  "/" + report.KubeletRemoved,
+			"sustained-add-hang": "/" + report.KubeletRemoved,
+			"storm-add-hang":     "/" + report.KubeletRemoved,
+			// Each Stop's DEL hangs to kubelet's deadline until the agent
+			// comes back.
+			"teardown-del-hang": report.KubeletStuckTerminating + "/" + report.KubeletRemoved,
+			// Kubelet, back after the reboot, stops and removes the old
+			// sandboxes and starts its pods again.
+			"node-reboot": "/" + report.KubeletRemoved,
 		}))
+		for _, id := range []string{"add-hang-deadline", "sustained-add-hang", "storm-add-hang", "teardown-del-hang"} {
+			Expect(r.Report.Scenario(id).KubeletRun.RequestTimeoutSeconds).To(BeNumerically(">", 0),
+				"%s: the hung calls end at a kubelet's shortened runtime-request-timeout", id)
+		}
+		hung := r.Report.Scenario("sustained-add-hang").KubeletRun
+		Expect(hung.Attempts).To(BeNumerically(">=", 2), "kubelet retried the pod whose ADD hangs")
+		reboot := r.Report.Scenario("node-reboot").KubeletRun
+		Expect(reboot.Started).To(Equal(reboot.Pods), "every pod ran again after the reboot: %s", reboot.Why)
 		sustained := r.Report.Scenario("sustained-partial-add-del-fails").KubeletRun
 		Expect(sustained.Attempts).To(BeNumerically(">=", 2), "kubelet retried the pod")
 		Expect(report.CountKinds(sustained.Leaks)[report.AddressKind]).To(Equal(sustained.Attempts),
