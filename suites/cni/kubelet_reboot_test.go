@@ -73,10 +73,11 @@ func (k *scenario) driveReboot(ctx SpecContext, kl *kubelet.Instance, run *repor
 }
 
 // sandboxIDs is the ids of every sandbox of the run's pods the runtime
-// lists.
+// lists; none where it cannot list them.
 func (k *scenario) sandboxIDs(ctx context.Context) []string {
 	boxes, err := rt.CRI().ListPodSandboxes(ctx)
 	if err != nil {
+		GinkgoWriter.Printf("ListPodSandboxes: %v\n", err)
 		return nil
 	}
 	var ids []string

@@ -118,20 +118,7 @@ var _ = Describe("Running pods", func() {
 // reboot has nothing for kubelet to stop: what the pods held must be gone
 // already.
 func (sc *scenario) kubeletTeardownAll(ctx SpecContext) bool {
-	listed := func() []string {
-		pods, err := rt.CRI().ListPodSandboxes(ctx)
-		if err != nil {
-			GinkgoWriter.Printf("ListPodSandboxes: %v\n", err)
-			return nil
-		}
-		var ids []string
-		for _, p := range pods {
-			if slices.Contains(sc.PodUIDs(), p.GetMetadata().GetUid()) {
-				ids = append(ids, p.GetId())
-			}
-		}
-		return ids
-	}
+	listed := func() []string { return sc.sandboxIDs(ctx) }
 	GinkgoWriter.Printf("sandboxes listed after the reboot: %v\n", listed())
 	return kubeletSyncs(ctx, teardownWindow, func() bool {
 		for _, id := range listed() {
