@@ -51,6 +51,11 @@ func (k *scenario) installQuietly(ctx SpecContext, kc kubeletCase) (err error) {
 	if kc.expects != nil {
 		kc.expects(k)
 	}
+	if kc.arms != nil {
+		if err := kc.arms(ctx, k); err != nil {
+			return fmt.Errorf("injecting the fault: %w", err)
+		}
+	}
 	l := cniconf.NewList(k.Network.Name, k.Network.BridgePlugin(), k.Fault())
 	if kc.first {
 		l = cniconf.NewList(k.Network.Name, k.Fault(), k.Network.BridgePlugin())
@@ -245,7 +250,27 @@ func (k *scenario) driveFailedStart(ctx SpecContext, kc kubeletCase, calls func(
 			return criproxy.Counts(calls())["RunPodSandbox"].Calls >= kubeletRetryAttempts
 		})
 	}
-	return deletePod()
+	if err := deletePod(); err != nil || !kc.killed {
+		return err
+	}
+	return k.killMidAdd(ctx)
+}
+
+// killMidAdd kills the runtime by its PID while the pod's ADD hangs, stops
+// the hung plugins and starts the runtime again, as the plain run does.
+func (k *scenario) killMidAdd(ctx SpecContext) error {
+	ctl, ok := rt.(runtimes.Controllable)
+	if !ok {
+		return fmt.Errorf("the harness does not control this runtime's process: it cannot kill it")
+	}
+	if err := ctl.Crash(ctx); err != nil {
+		return fmt.Errorf("killing the runtime while ADD hangs: %w", err)
+	}
+	k.stopHungPlugins()
+	if err := ctl.Restart(ctx); err != nil {
+		return fmt.Errorf("starting the runtime again: %w", err)
+	}
+	return nil
 }
 
 // driveTeardown starts the pod on the healthy network, breaks it, deletes

@@ -99,6 +99,15 @@ type kubeletCase struct {
 	// reason that names it, as CRI-O does a list whose plugin is missing.
 	expects   func(k *scenario)
 	refusable string
+	// arms, where set, injects before the pod appears a fault beside the
+	// network (an NRI plugin's rejection, the runtime's sandbox image
+	// removed) and registers how it is seen to fire and how it is undone.
+	arms func(ctx SpecContext, k *scenario) error
+	// killed: the runtime is killed by its PID while the pod's ADD hangs,
+	// after the pod's deletion (so that kubelet, once the runtime is back,
+	// only stops and removes what the dead call left, as the plain run
+	// does), the hung plugins stopped, and the runtime started again.
+	killed bool
 	// hang: the fault is a call that hangs (cni-fault's hang, which only
 	// the harness ends: clearing the fault stops the hung invocations).
 	// The kubelet runs with kubeletHangRequestTimeout, so that each hung

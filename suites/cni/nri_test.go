@@ -56,7 +56,12 @@ var _ = Describe("RunPodSandbox", func() {
 	var sc *scenario
 	current := func() *scenario { return sc }
 
-	When("an NRI plugin rejects the pod after its network is up", Scenario("nri-rejects-run"), Label("fault:nri", report.LabelManagedOnly, report.NeedsLabel(report.NeedNRI)), func() {
+	When("an NRI plugin rejects the pod after its network is up", KubeletScenario("nri-rejects-run", kubeletCase{
+		family: kubeletFirstAttempt,
+		arms: func(_ SpecContext, k *scenario) error {
+			return k.SetNRIFault(cniconf.NRIRunPodSandbox, cniconf.Fail(0, "cnifault: injected NRI RunPodSandbox rejection"))
+		},
+	}), Label("fault:nri", report.LabelManagedOnly, report.NeedsLabel(report.NeedNRI)), func() {
 		BeforeEach(func(ctx SpecContext) {
 			sc = newScenario(ctx)
 			sc.requireNRI(ctx)

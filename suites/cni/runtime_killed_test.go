@@ -8,6 +8,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"github.com/cnifault/cnifault/cniconf"
 	"github.com/cnifault/cnifault/fixtures/report"
 	"github.com/cnifault/cnifault/fixtures/runtimes"
 )
@@ -19,7 +20,12 @@ var _ = Describe("RunPodSandbox", func() {
 	var sc *scenario
 	var ctl runtimes.Controllable
 
-	When("the runtime is killed while ADD is in progress", Scenario("runtime-killed-mid-add"), Label("fault:crash", "managed-only", "kubelet:runtime-restart"), func() {
+	When("the runtime is killed while ADD is in progress", KubeletScenario("runtime-killed-mid-add", kubeletCase{
+		family: kubeletFirstAttempt, killed: true, verb: cniconf.VerbAdd,
+		faults: func(k *scenario) cniconf.Fault {
+			return k.Fault().On(cniconf.VerbAdd, cniconf.Hang().Times(1), cniconf.Pass())
+		},
+	}), Label("fault:crash", "managed-only", "kubelet:runtime-restart"), func() {
 		BeforeEach(func(ctx SpecContext) {
 			ctl = controllable()
 			sc = newScenario(ctx)

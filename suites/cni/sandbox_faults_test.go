@@ -2,6 +2,7 @@ package cni_test
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -51,7 +52,16 @@ var _ = Describe("RunPodSandbox", func() {
 	// has met the fault even where the runtime's error names only the
 	// registry it could not pull from (CRI-O 1.34: "pinging container
 	// registry localhost").
-	When("the sandbox image is missing from the node", Scenario("sandbox-image-missing"), Label("fault:sandbox", report.LabelManagedOnly), func() {
+	When("the sandbox image is missing from the node", KubeletScenario("sandbox-image-missing", kubeletCase{
+		family: kubeletFirstAttempt,
+		arms: func(ctx SpecContext, k *scenario) error {
+			imp, ok := rt.(runtimes.SandboxImageImporter)
+			if !ok {
+				return fmt.Errorf("the harness removes no image of this runtime's")
+			}
+			return k.removeSandboxImage(ctx, imp)
+		},
+	}), Label("fault:sandbox", report.LabelManagedOnly), func() {
 		BeforeEach(func(ctx SpecContext) {
 			imp, ok := rt.(runtimes.SandboxImageImporter)
 			if !ok {
@@ -73,18 +83,7 @@ var _ = Describe("RunPodSandbox", func() {
 			sc.Error = ""
 
 			By("removing the sandbox image " + ref + " from the runtime")
-			// Registered before the removal: the image comes back whatever
-			// happens after it.
-			sc.Repairs = append(sc.Repairs, func() error {
-				ictx, cancel := context.WithTimeout(context.Background(), sandboxImageRestore)
-				defer cancel()
-				return imp.ImportSandboxImage(ictx)
-			})
-			_, err = rt.CRI().Image.RemoveImage(ctx, &runtimeapi.RemoveImageRequest{Image: &runtimeapi.ImageSpec{Image: ref}})
-			Expect(err).NotTo(HaveOccurred(), "removing the sandbox image")
-			Eventually(func() (bool, error) { return rt.CRI().HasImage(ctx, ref) }).
-				WithContext(ctx).WithPolling(pollInterval).Should(BeFalse(), "the runtime still lists the sandbox image it removed")
-			sc.ExpectRuntimeError(ref)
+			Expect(sc.removeSandboxImage(ctx, imp)).To(Succeed())
 			sc.ExpectFault("the call to fail while the runtime's sandbox image, which the healthy pod ran, is absent", func(ctx context.Context) (string, bool) {
 				if sc.Error == "" {
 					return "", false
@@ -98,3 +97,27 @@ var _ = Describe("RunPodSandbox", func() {
 		itFailsAndLeavesNothing(current)
 	})
 })
+
+// removeSandboxImage removes the runtime's sandbox image, the one the
+// harness imported, and waits until the runtime no longer lists it; its
+// re-import is registered first, so that the image comes back whatever
+// happens after. A call that meets its absence names it.
+func (sc *scenario) removeSandboxImage(ctx SpecContext, imp runtimes.SandboxImageImporter) error {
+	ref := imp.ImportedImage()
+	sc.Repairs = append(sc.Repairs, func() error {
+		ictx, cancel := context.WithTimeout(context.Background(), sandboxImageRestore)
+		defer cancel()
+		return imp.ImportSandboxImage(ictx)
+	})
+	if _, err := rt.CRI().Image.RemoveImage(ctx, &runtimeapi.RemoveImageRequest{Image: &runtimeapi.ImageSpec{Image: ref}}); err != nil {
+		return fmt.Errorf("removing the sandbox image %s: %w", ref, err)
+	}
+	if !poll(ctx, time.Minute, func() bool {
+		has, err := rt.CRI().HasImage(ctx, ref)
+		return err == nil && !has
+	}) {
+		return fmt.Errorf("the runtime still lists the sandbox image %s it removed", ref)
+	}
+	sc.ExpectRuntimeError(ref)
+	return nil
+}

@@ -60,7 +60,8 @@ var _ = Describe("Kubelet mode", Label("kubelet"), func() {
 		Expect(covered).To(ConsistOf("add-error", "add-exit-no-output", "add-garbage-result", "add-crash", "partial-add", "partial-add-del-fails", "partial-add-del-fails-once",
 			"sustained-partial-add-del-fails", "storm-partial-add-del-fails", "storm-no-cni-config", "teardown-del-error", "teardown-del-error-once", "teardown-no-cni-config",
 			"teardown-missing-plugin-binary", "teardown-runtime-restart", "nri-rejects-stop", "cni-cache-lost", "cni-cache-corrupt", "no-cni-config", "malformed-cni-config", "missing-plugin-binary", "ipam-exhausted", "late-cni-config",
-			"add-hang-deadline", "sustained-add-hang", "storm-add-hang", "teardown-del-hang", "node-reboot"))
+			"add-hang-deadline", "sustained-add-hang", "storm-add-hang", "teardown-del-hang", "node-reboot",
+			"nri-rejects-run", "sandbox-image-missing", "runtime-killed-mid-add"))
 
 		outcomes := map[string]string{}
 		for _, id := range covered {
@@ -118,6 +119,13 @@ var _ = Describe("Kubelet mode", Label("kubelet"), func() {
 			// Kubelet, back after the reboot, stops and removes the old
 			// sandboxes and starts its pods again.
 			"node-reboot": "/" + report.KubeletRemoved,
+			// The failed RunPodSandbox beside the network takes what it
+			// made with it; after the runtime's kill mid-ADD the restarted
+			// containerd lists the dead sandbox, and kubelet's Stop and
+			// Remove take it.
+			"nri-rejects-run":        "/" + report.KubeletRemoved,
+			"sandbox-image-missing":  "/" + report.KubeletRemoved,
+			"runtime-killed-mid-add": "/" + report.KubeletRemoved,
 		}))
 		for _, id := range []string{"add-hang-deadline", "sustained-add-hang", "storm-add-hang", "teardown-del-hang"} {
 			Expect(r.Report.Scenario(id).KubeletRun.RequestTimeoutSeconds).To(BeNumerically(">", 0),
