@@ -73,6 +73,9 @@ func kubeletSummary(checks []kubeletCheck, sv *svTimes) string {
 				p += " (not judged)"
 			case k.Agrees != nil && *k.Agrees:
 				p += fmt.Sprintf(" (%s, agrees)", k.Outcome)
+			case k.Agrees == nil:
+				// Kubelet never made the scenario's call (verdict.JudgeKubelet).
+				p += fmt.Sprintf(" (%s, not compared)", k.Outcome)
 			default:
 				p += fmt.Sprintf(" (%s, DISAGREES)", k.Outcome)
 			}

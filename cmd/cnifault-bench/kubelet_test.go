@@ -28,6 +28,7 @@ func TestTheBenchReadsKubeletModesTimePerRuntime(t *testing.T) {
 		Scenarios: []report.Scenario{
 			{ID: "partial-add-del-fails", Verdict: report.XFail, DurationSeconds: 22.6, KubeletRun: &report.KubeletRun{Outcome: report.KubeletRemoved, Agrees: &yes}},
 			{ID: "teardown-del-error", Verdict: report.Pass, DurationSeconds: 84, KubeletRun: &report.KubeletRun{Outcome: report.KubeletRemoved, Agrees: &no}},
+			{ID: "no-cni-config", Verdict: report.Pass, DurationSeconds: 36, KubeletRun: &report.KubeletRun{Outcome: report.KubeletNeverAttempted}},
 			{ID: "healthy-network", Verdict: report.Skipped},
 		}})
 	if err := os.MkdirAll(filepath.Join(root, "broken"), 0o755); err != nil {
@@ -37,7 +38,7 @@ func TestTheBenchReadsKubeletModesTimePerRuntime(t *testing.T) {
 	got := kubeletSummary(readKubeletChecks(root), sv)
 	for _, want := range []string{
 		"kubelet mode on broken: no report",
-		"kubelet mode on containerd-2.4 (containerd v2.4.2): 1m26s, exit status 0; partial-add-del-fails 23s (removed, agrees), teardown-del-error 1m24s (removed, DISAGREES)\n",
+		"kubelet mode on containerd-2.4 (containerd v2.4.2): 1m26s, exit status 0; partial-add-del-fails 23s (removed, agrees), teardown-del-error 1m24s (removed, DISAGREES), no-cni-config 36s (never-attempted, not compared)\n",
 		"make test's kubelet mode (containerd-2.4): 6m0s, target at most 5m0s: MISSED",
 	} {
 		if !strings.Contains(got, want) {
