@@ -46,7 +46,14 @@ const stackDumpTimeout = 10 * time.Second
 var _ = Describe("RunPodSandbox beside a pod whose ADD hangs", func() {
 	var sc *scenario
 
-	When("the conf dir is rewritten while one pod's ADD hangs, and another pod starts", Scenario("config-change-during-hung-add"), Label("fault:hang", "kubelet:pod-beside-hang", report.LabelManagedOnly), func() {
+	When("the conf dir is rewritten while one pod's ADD hangs, and another pod starts", KubeletScenario("config-change-during-hung-add", kubeletCase{
+		family: kubeletBesideHang, verb: cniconf.VerbAdd,
+		faults: func(k *scenario) cniconf.Fault {
+			return k.firstPodFault().On(cniconf.VerbAdd, cniconf.Hang().Times(1), cniconf.Pass())
+		},
+		chain:   func(k *scenario) (cniconf.NetworkList, error) { return k.chain(k.firstPodFault()), nil },
+		rewrite: func(ctx SpecContext, k *scenario) error { return k.rewriteRangeQuietly(ctx) },
+	}), Label("fault:hang", "kubelet:pod-beside-hang", report.LabelManagedOnly), func() {
 		BeforeEach(func(ctx SpecContext) {
 			// Where the runtime guards its networks as the scenario
 			// suspects, every pod's network setup on the node waits for
@@ -69,13 +76,8 @@ var _ = Describe("RunPodSandbox beside a pod whose ADD hangs", func() {
 			hung := sc.expectHungAdd(ctx, first)
 
 			By("rewriting the scenario's list in place, its IPv4 range moved to the subnet's upper half, as a CNI agent does")
-			marker := subnetAddress(sc.Network.Subnet, 128)
-			bridge := sc.Network.BridgePlugin()
-			bridge.IPAM.Ranges = [][]cniconf.Range{{{Subnet: sc.Network.Subnet, RangeStart: marker}}}
-			rewritten := cniconf.NewList(sc.Network.Name, bridge, sc.Fault())
-			Expect(sc.UseList(rewritten)).To(Succeed())
-			Expect(cniconf.ConfDir(rt.CNIConfDir()).WriteList(confFile, rewritten)).To(Succeed())
-			Expect(runtimes.NetworkConfigChanged(ctx, rt)).To(Succeed(), "the runtime did not take up the new config")
+			rewritten, marker, err := sc.rewriteRange(ctx)
+			Expect(err).NotTo(HaveOccurred(), "rewriting the scenario's list")
 			dumps := sc.stackDumps()
 			met := sc.awaitRewriteMet(ctx, dumps, rewritten.Name, marker)
 			GinkgoWriter.Printf("the runtime met the write: %s\n", met)
@@ -118,6 +120,8 @@ var _ = Describe("RunPodSandbox beside a pod whose ADD hangs", func() {
 				removeAfterSpec(id)
 			}
 			held := sc.heldBehindHang(second.GetMetadata().GetUid(), released)
+			startedBeside := proof == "" && inTime && stillHung && runErr == nil
+			sc.BesideHangStarted = &startedBeside
 
 			By("stopping the hung ADD and waiting for the first pod's call")
 			sc.stopHungPlugins()
@@ -145,6 +149,36 @@ var _ = Describe("RunPodSandbox beside a pod whose ADD hangs", func() {
 		}, SpecTimeout(scenarioTimeout))
 	})
 })
+
+// firstPodFault is the scenario's cni-fault targeted at its first pod
+// alone: the other pods' calls are journaled, never faulted (the second
+// pod beside the first one's hung ADD, under kubelet as in the plain run,
+// whose scenario has one pod).
+func (sc *scenario) firstPodFault() cniconf.Fault {
+	f := sc.Fault()
+	f.PodUIDs = nil
+	return f
+}
+
+// rewriteRange rewrites the scenario's list in place, its IPv4 range moved
+// to the subnet's upper half, as a CNI agent does on a restart, and tells
+// the runtime; it returns the list and the range's first address.
+func (sc *scenario) rewriteRange(ctx context.Context) (cniconf.NetworkList, string, error) {
+	marker := subnetAddress(sc.Network.Subnet, 128)
+	bridge := sc.Network.BridgePlugin()
+	bridge.IPAM.Ranges = [][]cniconf.Range{{{Subnet: sc.Network.Subnet, RangeStart: marker}}}
+	rewritten := cniconf.NewList(sc.Network.Name, bridge, sc.firstPodFault())
+	if err := sc.UseList(rewritten); err != nil {
+		return rewritten, marker, err
+	}
+	if err := cniconf.ConfDir(rt.CNIConfDir()).WriteList(confFile, rewritten); err != nil {
+		return rewritten, marker, err
+	}
+	if err := runtimes.NetworkConfigChanged(ctx, rt); err != nil {
+		return rewritten, marker, fmt.Errorf("the runtime did not take up the new config: %w", err)
+	}
+	return rewritten, marker, nil
+}
 
 // awaitRewriteMet waits, as a harness step, until the runtime has met the
 // harness's rewrite of the list name, whose range starts at marker, and

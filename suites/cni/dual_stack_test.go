@@ -31,18 +31,25 @@ import (
 var _ = Describe("RunPodSandbox on a dual-stack network", func() {
 	var sc *scenario
 
-	When("the IPv6 range has no free address while the IPv4 range has", Scenario("dual-stack-partial"), Label("fault:ipam", "fault:dual-stack", report.NeedsLabel(report.NeedIPv6)), func() {
+	When("the IPv6 range has no free address while the IPv4 range has", KubeletScenario("dual-stack-partial", kubeletCase{
+		family: kubeletFirstAttempt, holder: true,
+		chain: func(k *scenario) (cniconf.NetworkList, error) {
+			return cniconf.NewList(k.Network.Name, k.dualStackBridge(), k.Fault()), nil
+		},
+		expects: func(k *scenario) {
+			_, only6 := ipv6Range(k.Network.Subnet)
+			k.ExpectRuntimeError(fmt.Sprintf("failed to allocate for range 1: no IP addresses available in range set: %s-%s", only6, only6))
+		},
+	}), Label("fault:ipam", "fault:dual-stack", report.NeedsLabel(report.NeedIPv6)), func() {
 		BeforeEach(func(ctx SpecContext) {
 			sc = newScenario(ctx)
 			if _, err := os.Stat("/proc/sys/net/ipv6"); err != nil {
 				skipLacking(report.NeedIPv6, "the kernel has no IPv6 (/proc/sys/net/ipv6 is absent: built without it, or booted with ipv6.disable=1)")
 			}
-			subnet6, only6 := ipv6Range(sc.Network.Subnet)
-			bridge := sc.Network.BridgePlugin()
-			bridge.IPAM.Ranges = append(bridge.IPAM.Ranges, []cniconf.Range{{Subnet: subnet6, RangeStart: only6, RangeEnd: only6}})
+			_, only6 := ipv6Range(sc.Network.Subnet)
 
 			By("installing bridge with an IPv4 range and a one-address IPv6 range, then an observing cni-fault")
-			sc.InstallNetwork(ctx, cniconf.NewList(sc.Network.Name, bridge, sc.Fault()))
+			sc.InstallNetwork(ctx, cniconf.NewList(sc.Network.Name, sc.dualStackBridge(), sc.Fault()))
 
 			By("starting a healthy dual-stack pod, which takes the IPv6 range's only address")
 			sc.startDualStackHolder(ctx, only6)
@@ -54,6 +61,15 @@ var _ = Describe("RunPodSandbox on a dual-stack network", func() {
 		itFailsAndLeavesNothing(func() *scenario { return sc })
 	})
 })
+
+// dualStackBridge is the scenario's bridge with its IPv4 range and a
+// one-address IPv6 range (ipv6Range).
+func (sc *scenario) dualStackBridge() cniconf.Bridge {
+	subnet6, only6 := ipv6Range(sc.Network.Subnet)
+	bridge := sc.Network.BridgePlugin()
+	bridge.IPAM.Ranges = append(bridge.IPAM.Ranges, []cniconf.Range{{Subnet: subnet6, RangeStart: only6, RangeEnd: only6}})
+	return bridge
+}
 
 // ipv6Range is the scenario's IPv6 subnet beside its IPv4 one, 10.250.N.0/24
 // (scn.ScenarioNames.Network): fd63:6e66:N::/64 ("cnf" in ULA space), as

@@ -60,6 +60,8 @@ func (sc *scenario) startHostNetworkPod(ctx SpecContext) (id string, run, stop, 
 	GinkgoHelper()
 	By(fmt.Sprintf("starting a host-network pod within kubelet's runtime-request-timeout (%s)", hostNetworkBound))
 	id, run = sc.RunPod(ctx, scn.Within(hostNetworkBound), sc.hostNetworkPodConfig(1))
+	started := run == nil
+	sc.HostNetworkStarted = &started
 	if run != nil {
 		return "", run, nil, nil
 	}
@@ -78,7 +80,9 @@ func (sc *scenario) startHostNetworkPod(ctx SpecContext) (id string, run, stop, 
 var _ = Describe("RunPodSandbox for a host-network pod", func() {
 	var sc *scenario
 
-	When("the CNI config dir is empty", Scenario("hostnetwork-no-cni-config"),
+	When("the CNI config dir is empty", KubeletScenario("hostnetwork-no-cni-config", kubeletCase{
+		family: kubeletHostNetwork, breaks: breakByEmptyConfDir,
+	}),
 		Label("fault:config", scn.ShapeHostNetwork, "kubelet:host-network"), func() {
 			BeforeEach(func(ctx SpecContext) {
 				sc = newScenario(ctx)
@@ -107,7 +111,9 @@ var _ = Describe("RunPodSandbox for a host-network pod", func() {
 			}, SpecTimeout(scenarioTimeout))
 		})
 
-	When("STATUS fails", Scenario("hostnetwork-status-not-ready"),
+	When("STATUS fails", KubeletScenario("hostnetwork-status-not-ready", kubeletCase{
+		family: kubeletHostNetwork, chain: withStatusList, breaks: breakByFailingStatus,
+	}),
 		Label("fault:status", scn.ShapeHostNetwork, report.NeedsLabel(report.NeedCNIStatus), "kubelet:host-network"), func() {
 			BeforeEach(func(ctx SpecContext) {
 				sc = newScenario(ctx)
@@ -141,7 +147,12 @@ var _ = Describe("RunPodSandbox for a host-network pod", func() {
 			}, SpecTimeout(scenarioTimeout))
 		})
 
-	When("another pod's ADD hangs", Scenario("hostnetwork-beside-hung-add"),
+	When("another pod's ADD hangs", KubeletScenario("hostnetwork-beside-hung-add", kubeletCase{
+		family: kubeletHostNetwork, besideHang: true, verb: cniconf.VerbAdd,
+		faults: func(k *scenario) cniconf.Fault {
+			return k.Fault().On(cniconf.VerbAdd, cniconf.Hang().Times(1), cniconf.Pass())
+		},
+	}),
 		Label("fault:hang", scn.ShapeHostNetwork, "kubelet:host-network-beside-hang"), func() {
 			BeforeEach(func(ctx SpecContext) {
 				sc = newScenario(ctx)
@@ -162,6 +173,8 @@ var _ = Describe("RunPodSandbox for a host-network pod", func() {
 
 				_, run, stop, remove := sc.startHostNetworkPod(ctx)
 				stillHung := host.Alive(hung)
+				startedBeside := run == nil && stillHung
+				sc.HostNetworkStarted = &startedBeside
 				if run != nil || !stillHung {
 					// The runtime's goroutines where the call stood, for
 					// the diagnostics (goroutines.txt).

@@ -74,7 +74,12 @@ var _ = Describe("RunPodSandbox for a pod with a hostPort", func() {
 
 	for _, b := range portmapBackends {
 		When("portmap ("+b.name+") wrote the pod's rules and a later plugin fails ADD and DEL",
-			Scenario("hostport-partial-add-del-fails"+b.suffix), b.labels("fault:partial"), func() {
+			KubeletScenario("hostport-partial-add-del-fails"+b.suffix, kubeletCase{
+				family: kubeletFirstAttempt, verb: cniconf.VerbAdd,
+				faults: func(k *scenario) cniconf.Fault {
+					return k.Fault().On(cniconf.VerbAdd, failAdd).On(cniconf.VerbDel, failDel)
+				},
+			}), b.labels("fault:partial"), func() {
 				BeforeEach(func(ctx SpecContext) {
 					sc = newScenario(ctx)
 					sc.usePortmap(b)
@@ -85,7 +90,12 @@ var _ = Describe("RunPodSandbox for a pod with a hostPort", func() {
 			})
 
 		When("the runtime is killed while ADD hangs after portmap ("+b.name+") wrote the pod's rules",
-			Scenario("hostport-runtime-killed-mid-add"+b.suffix), b.labels("fault:crash", report.LabelManagedOnly, "kubelet:runtime-restart"), func() {
+			KubeletScenario("hostport-runtime-killed-mid-add"+b.suffix, kubeletCase{
+				family: kubeletFirstAttempt, killed: true, verb: cniconf.VerbAdd,
+				faults: func(k *scenario) cniconf.Fault {
+					return k.Fault().On(cniconf.VerbAdd, cniconf.Hang().Times(1), cniconf.Pass())
+				},
+			}), b.labels("fault:crash", report.LabelManagedOnly, "kubelet:runtime-restart"), func() {
 				var ctl runtimes.Controllable
 				BeforeEach(func(ctx SpecContext) {
 					ctl = controllable()
@@ -108,7 +118,12 @@ var _ = Describe("A live hostPort pod's teardown", func() {
 
 	for _, b := range portmapBackends {
 		When("DEL fails before portmap ("+b.name+") after the pod started",
-			Scenario("hostport-teardown-del-error"+b.suffix), b.labels("fault:teardown"), func() {
+			KubeletScenario("hostport-teardown-del-error"+b.suffix, kubeletCase{
+				family: kubeletTeardown, verb: cniconf.VerbDel,
+				faults: func(k *scenario) cniconf.Fault {
+					return k.Fault().On(cniconf.VerbDel, cniconf.Fail(7, "cnifault: injected DEL error"))
+				},
+			}), b.labels("fault:teardown"), func() {
 				BeforeEach(func(ctx SpecContext) {
 					sc = newScenario(ctx)
 					sc.usePortmap(b)

@@ -2,10 +2,12 @@ package cni_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -15,8 +17,10 @@ import (
 	"github.com/cnifault/cnifault/cniconf"
 	"github.com/cnifault/cnifault/fixtures/cri"
 	"github.com/cnifault/cnifault/fixtures/criproxy"
+	"github.com/cnifault/cnifault/fixtures/host"
 	"github.com/cnifault/cnifault/fixtures/report"
 	"github.com/cnifault/cnifault/fixtures/runtimes"
+	scn "github.com/cnifault/cnifault/fixtures/scenario"
 )
 
 // The drives of kubelet mode (kubelet_mode_test.go): how each family of
@@ -32,10 +36,21 @@ func (k *scenario) installQuietly(ctx SpecContext, kc kubeletCase) (err error) {
 			err = fmt.Errorf("installing the kubelet pod's network: %v", r)
 		}
 	}()
-	switch kc.family {
-	case kubeletNoNetwork:
+	switch {
+	case kc.family == kubeletHostNetwork, kc.breaks != nil && (kc.family == kubeletNoNetwork || kc.family == kubeletLateConfig):
+		l := k.chain(k.Fault())
+		if kc.chain != nil {
+			if l, err = kc.chain(k); err != nil {
+				return err
+			}
+		}
+		if err := k.installListQuietly(ctx, l); err != nil {
+			return err
+		}
+		return kc.breakNetwork(ctx, k)
+	case kc.family == kubeletNoNetwork:
 		return k.noNetworkQuietly(ctx, kc.conf)
-	case kubeletLateConfig:
+	case kc.family == kubeletLateConfig:
 		if kc.boot {
 			return k.bootWithoutConfig(ctx)
 		}
@@ -56,7 +71,7 @@ func (k *scenario) installQuietly(ctx SpecContext, kc kubeletCase) (err error) {
 			return fmt.Errorf("injecting the fault: %w", err)
 		}
 	}
-	l := cniconf.NewList(k.Network.Name, k.Network.BridgePlugin(), k.Fault())
+	l := k.chain(k.Fault())
 	if kc.first {
 		l = cniconf.NewList(k.Network.Name, k.Fault(), k.Network.BridgePlugin())
 	}
@@ -130,6 +145,24 @@ func (k *scenario) emptyConfDirQuietly(ctx SpecContext) error {
 	return k.noNetworkQuietly(ctx, nil)
 }
 
+// breakByEmptyConfDir is a case's breaks where the fault is an emptied
+// conf dir: the runtime's own report of no usable network is how it fires.
+func breakByEmptyConfDir(ctx SpecContext, k *scenario) error {
+	k.ExpectNoNetwork()
+	return k.emptyConfDirQuietly(ctx)
+}
+
+// withStatusList is a case's chain where the fault is STATUS's: the CNI
+// 1.1.0 list whose STATUS passes, until breakByFailingStatus.
+func withStatusList(k *scenario) (cniconf.NetworkList, error) { return k.statusList(k.Fault()), nil }
+
+// breakByFailingStatus is a case's breaks where STATUS fails (makeStatusFail),
+// and restoreStatus its clears.
+func breakByFailingStatus(ctx SpecContext, k *scenario) error { return k.makeStatusFail(ctx) }
+func restoreStatus(ctx SpecContext, k *scenario) error {
+	return k.installListQuietly(ctx, k.statusList(k.Fault()))
+}
+
 // noNetworkQuietly makes content, which the runtime cannot load, the only
 // config (none where nil), and waits until the runtime has no usable
 // network; the plain run's InstallMalformed and emptyConfDir assert on it.
@@ -153,6 +186,189 @@ func (k *scenario) noNetworkQuietly(ctx SpecContext, content []byte) error {
 		}
 		return nil
 	})
+}
+
+// driveHostNetwork waits, within kubelet's deadline for the call, for the
+// host-network pod that appeared under the fault to start, and deletes it.
+func (k *scenario) driveHostNetwork(ctx SpecContext, run *report.KubeletRun, calls func() []criproxy.Call, deletePod func() error) error {
+	if poll(ctx, kubeletStartBound+hostNetworkBound, func() bool { return k.readyPods(ctx) == len(k.PodUIDs()) }) {
+		run.StartedAfterSeconds = time.Since(k.RunStarted).Round(time.Millisecond).Seconds()
+	}
+	run.Started = k.readyPods(ctx)
+	if !k.seeFiredWithin(ctx, 0, calls) {
+		return fmt.Errorf("the fault never fired: %s (kubelet's calls: %s)", k.Expectations(), criproxy.Summary(calls()))
+	}
+	first := criproxy.Counts(calls())["RunPodSandbox"]
+	run.Why = fmt.Sprintf("under the fault: RunPodSandbox %d (%d failed), %d of %d pods started within %s",
+		first.Calls, first.Failed, run.Started, len(k.PodUIDs()), kubeletStartBound+hostNetworkBound)
+	return deletePod()
+}
+
+// rewriteRangeQuietly is config-change-during-hung-add's rewrite under
+// kubelet: the plain run's (rewriteRange), and its wait until the runtime
+// met the write (awaitRewriteMet), whose failure is returned.
+func (k *scenario) rewriteRangeQuietly(ctx SpecContext) error {
+	rewritten, marker, err := k.rewriteRange(ctx)
+	if err != nil {
+		return err
+	}
+	var met string
+	if err := InterceptGomegaFailure(func() { met = k.awaitRewriteMet(ctx, k.stackDumps(), rewritten.Name, marker) }); err != nil {
+		return err
+	}
+	GinkgoWriter.Printf("the runtime met the write: %s\n", met)
+	return nil
+}
+
+// startHolder waits for the holder pod (pod 1) to start, then adds the pod
+// under test.
+func (k *scenario) startHolder(ctx SpecContext, calls func() []criproxy.Call, addPod func() error) error {
+	if !poll(ctx, kubeletStartBound, func() bool { return k.readySandboxOf(ctx, k.PodUIDs()[1]) != "" }) {
+		return fmt.Errorf("the holder pod did not start on the healthy network within %s (kubelet's calls: %s)",
+			kubeletStartBound, criproxy.Summary(calls()))
+	}
+	return addPod()
+}
+
+// driveBesideHang waits for the first pod's ADD to hang, rewrites the conf
+// dir where the case does, then adds the second pod (the host-network pod,
+// for kubeletHostNetwork) and waits, within kubelet's deadline for its
+// call (beside a rewrite: besideHangBound, as the plain run), for it to
+// start while the ADD still hangs; then the hung plugin is stopped
+// (kubelet's retry of the first pod then passes) and both are deleted.
+func (k *scenario) driveBesideHang(ctx SpecContext, kc kubeletCase, run *report.KubeletRun, calls func() []criproxy.Call, addSecondPod, deletePod func() error) error {
+	if !k.seeFiredWithin(ctx, kubeletStartBound, calls) {
+		return fmt.Errorf("the plain pod's ADD never hung within %s (%s; kubelet's calls: %s)",
+			kubeletStartBound, k.Expectations(), criproxy.Summary(calls()))
+	}
+	hung, err := k.hungPID(cniconf.VerbAdd)
+	if err != nil || hung == 0 {
+		return fmt.Errorf("cni-fault's journal names no hung ADD (%v)", err)
+	}
+	defer k.stopHungPlugins()
+	bound, second := kubeletStartBound+hostNetworkBound, "the host-network pod"
+	if kc.rewrite != nil {
+		if err := kc.rewrite(ctx, k); err != nil {
+			return fmt.Errorf("rewriting the conf dir while the first pod's ADD hangs: %w", err)
+		}
+		bound, second = kubeletStartBound/2+besideHangBound, "the second pod"
+	}
+	appeared := time.Now()
+	if err := addSecondPod(); err != nil {
+		return err
+	}
+	uid := k.PodUIDs()[hostNetworkPod]
+	ready := func() bool { return k.readySandboxOf(ctx, uid) != "" }
+	if poll(ctx, bound, ready) && host.Alive(hung) {
+		run.Started = 1
+		run.StartedAfterSeconds = time.Since(appeared).Round(time.Millisecond).Seconds()
+	}
+	run.Why = fmt.Sprintf("%s appeared %.1f s after the first manifest, while the first pod's ADD hung (cni-fault pid %d); "+
+		"it started within %s while the ADD still hung: %v", second, appeared.Sub(k.RunStarted).Seconds(), hung, bound, run.Started == 1)
+	k.stopHungPlugins()
+	return deletePod()
+}
+
+// driveAcrossRestart waits for the pod and its container to run, kills and
+// restarts the runtime under it, then kills the container's process (the
+// pod's own, by its PID) so that kubelet's next sync makes a new one, and
+// records what kubelet made: a new container in the same sandbox, mapped
+// as the pod or not, or a new sandbox; then the pod is deleted.
+func (k *scenario) driveAcrossRestart(ctx SpecContext, run *report.KubeletRun, calls func() []criproxy.Call, deletePod func() error) error {
+	ctl, ok := rt.(runtimes.Controllable)
+	if !ok {
+		return fmt.Errorf("the harness does not control this runtime's process: it cannot restart it")
+	}
+	restarted := false
+	k.ExpectFault("the runtime to be killed by its PID and started again under the pod", func(context.Context) (string, bool) {
+		return "runtime killed by its PID and restarted", restarted
+	})
+	var sandbox, ctr string
+	if !poll(ctx, kubeletStartBound, func() bool {
+		sandbox, ctr = k.readySandbox(ctx), startedContainer(calls(), time.Time{})
+		return sandbox != "" && ctr != ""
+	}) {
+		return fmt.Errorf("the kubelet's pod and its container did not start on the healthy network within %s (kubelet's calls: %s)",
+			kubeletStartBound, criproxy.Summary(calls()))
+	}
+	pause, err := k.SandboxPID(ctx, sandbox)
+	if err != nil {
+		return fmt.Errorf("the pod's pause pid: %w", err)
+	}
+	podMap, err := scn.UIDMapOf(pause)
+	if err != nil {
+		return fmt.Errorf("the pod's uid_map: %w", err)
+	}
+	pid, err := k.ContainerPID(ctx, ctr)
+	if err != nil {
+		return fmt.Errorf("the pod's container's pid: %w", err)
+	}
+	if err := ctl.Crash(ctx); err != nil {
+		return fmt.Errorf("killing the runtime under the pod: %w", err)
+	}
+	if err := ctl.Restart(ctx); err != nil {
+		return fmt.Errorf("starting the runtime again: %w", err)
+	}
+	restarted = true
+	after := time.Now()
+	// The container's process, started by the runtime for this pod: its
+	// death is what makes kubelet sync the pod at once.
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("killing the pod's container (pid %d): %w", pid, err)
+	}
+	var next string
+	poll(ctx, kubeletStartBound+kubeletQuiet, func() bool {
+		cs := calls()
+		if ran, _ := lastOf(since(cs, after), "RunPodSandbox"); ran.Method != "" {
+			run.AcrossRestart = report.PodAcrossRecreated
+			return true
+		}
+		if next = startedContainer(cs, after); next != "" {
+			return true
+		}
+		if c, n := lastOf(since(cs, after), "CreateContainer"); n > 0 && c.Failed() {
+			run.AcrossRestart = report.PodAcrossContainerFailed
+		}
+		return false
+	})
+	if next != "" {
+		pid, err := k.ContainerPID(ctx, next)
+		if err != nil {
+			return fmt.Errorf("the pod's new container's pid: %w", err)
+		}
+		m, err := scn.UIDMapOf(pid)
+		if err != nil {
+			return fmt.Errorf("the pod's new container's uid_map: %w", err)
+		}
+		run.AcrossRestart = report.PodAcrossKept
+		if m != podMap {
+			run.AcrossRestart = report.PodAcrossContainerUnmapped
+		}
+		run.Why = fmt.Sprintf("after the restart kubelet made container %.12s in the pod: uid_map %q, the pod's %q", next, m, podMap)
+	}
+	if run.AcrossRestart == "" {
+		return fmt.Errorf("kubelet made neither a container nor a sandbox for the pod within %s after the restart and its container's kill (kubelet's calls: %s)",
+			kubeletStartBound+kubeletQuiet, criproxy.Summary(calls()))
+	}
+	if run.Why == "" {
+		run.Why = "after the restart: " + run.AcrossRestart
+	}
+	return deletePod()
+}
+
+// startedContainer is the id of the last container kubelet started (a
+// StartContainer that succeeded) at or after t, or "".
+func startedContainer(calls []criproxy.Call, t time.Time) string {
+	c, n := lastOf(since(calls, t), "StartContainer")
+	if n == 0 || c.Failed() || c.InFlight {
+		return ""
+	}
+	return c.ContainerID
+}
+
+// since is the calls that started at or after t.
+func since(calls []criproxy.Call, t time.Time) []criproxy.Call {
+	return slices.DeleteFunc(slices.Clone(calls), func(c criproxy.Call) bool { return c.Start.Before(t) })
 }
 
 // driveNoNetwork watches the pod for kubeletNoCallWindow while the runtime
@@ -191,15 +407,22 @@ func (k *scenario) bootWithoutConfig(ctx SpecContext) error {
 // (until each made a RunPodSandbox, or kubeletNoCallWindow where they make
 // none), writes the config as the network DaemonSet does, waits for the
 // pods to start, and deletes them.
-func (k *scenario) driveLateConfig(ctx SpecContext, run *report.KubeletRun, calls func() []criproxy.Call, deletePod func() error) error {
+func (k *scenario) driveLateConfig(ctx SpecContext, kc kubeletCase, run *report.KubeletRun, calls func() []criproxy.Call, deletePod func() error) error {
 	poll(ctx, kubeletNoCallWindow, func() bool { return len(asked(calls())) == len(k.PodUIDs()) })
 	st, err := runtimes.Network(ctx, rt)
 	if err != nil || !st.Unusable() {
 		return fmt.Errorf("the runtime's network was usable before the config was written (%v): the fault did not hold", err)
 	}
 	before := criproxy.Counts(calls())["RunPodSandbox"]
-	run.Why = fmt.Sprintf("before the config: RunPodSandbox %d (%d failed, %d in flight)", before.Calls, before.Failed, before.InFlight)
+	until := "the config"
+	if kc.clears != nil {
+		until = "the fault cleared"
+	}
+	run.Why = fmt.Sprintf("before %s: RunPodSandbox %d (%d failed, %d in flight)", until, before.Calls, before.Failed, before.InFlight)
 	return k.clearThenStart(ctx, run, func() error {
+		if kc.clears != nil {
+			return kc.clears(ctx, k)
+		}
 		return k.installListQuietly(ctx, cniconf.BridgeList(k.Network))
 	}, deletePod)
 }
@@ -240,8 +463,12 @@ func (k *scenario) driveStorm(ctx SpecContext, kc kubeletCase, run *report.Kubel
 // driveFailedStart waits for the fault to fire in kubelet's first
 // RunPodSandbox, lets kubelet retry where the case retries, and deletes
 // the pod.
-func (k *scenario) driveFailedStart(ctx SpecContext, kc kubeletCase, calls func() []criproxy.Call, deletePod func() error) error {
+func (k *scenario) driveFailedStart(ctx SpecContext, kc kubeletCase, run *report.KubeletRun, calls func() []criproxy.Call, deletePod func() error) error {
 	if !k.seeFiredWithin(ctx, kubeletStartBound, calls) {
+		if why := k.refusedUserNS(ctx, calls()); why != "" {
+			run.Why = why
+			return deletePod()
+		}
 		return fmt.Errorf("the fault never fired for the kubelet's pod within %s (%s; kubelet's calls: %s)",
 			kubeletStartBound, k.Expectations(), criproxy.Summary(calls()))
 	}
@@ -254,6 +481,30 @@ func (k *scenario) driveFailedStart(ctx SpecContext, kc kubeletCase, calls func(
 		return err
 	}
 	return k.killMidAdd(ctx)
+}
+
+// refusedUserNS says why kubelet made no RunPodSandbox for a hostUsers:
+// false pod, where the runtime's CRI Status does not say its default
+// handler supports user namespaces: kubelet then refuses the pod before
+// any call (pkg/kubelet/userns GetOrCreateUserNamespaceMappings at
+// v1.34.12, "runtime does not support user namespaces"), though the
+// runtime may run one a CRI client asks for (containerd 1.7). "" where
+// that is not so.
+func (k *scenario) refusedUserNS(ctx context.Context, calls []criproxy.Call) string {
+	if k.Shape.UserNS == nil || criproxy.Counts(calls)["RunPodSandbox"].Calls > 0 {
+		return ""
+	}
+	st, err := rt.CRI().Runtime.Status(ctx, &runtimeapi.StatusRequest{})
+	if err != nil {
+		return ""
+	}
+	for _, h := range st.GetRuntimeHandlers() {
+		if h.GetName() == "" && h.GetFeatures().GetUserNamespaces() {
+			return ""
+		}
+	}
+	return "kubelet made no RunPodSandbox for the hostUsers: false pod: the runtime's CRI Status does not say its default handler " +
+		"supports user namespaces, and kubelet refuses such a pod before any call (its user namespace manager at v1.34.12)"
 }
 
 // killMidAdd kills the runtime by its PID while the pod's ADD hangs, stops
@@ -403,6 +654,8 @@ func (k *scenario) settleUnderKubelet(ctx SpecContext, run *report.KubeletRun, c
 	}
 	lastStop, stops := lastOf(cs, "StopPodSandbox")
 	switch {
+	case run.Attempts == 0 && before != "":
+		run.Outcome, run.Why, before = report.KubeletNeverAttempted, before, ""
 	case run.Attempts == 0:
 		run.Outcome, run.Why = report.KubeletNeverAttempted, fmt.Sprintf(
 			"kubelet made no RunPodSandbox for the pod in %s while the runtime had no usable network", kubeletNoCallWindow)
@@ -452,13 +705,16 @@ func (k *scenario) seeFiredWithin(ctx SpecContext, d time.Duration, calls func()
 
 // readySandbox is the id of the kubelet pod's ready sandbox, "" while
 // there is none.
-func (k *scenario) readySandbox(ctx context.Context) string {
+func (k *scenario) readySandbox(ctx context.Context) string { return k.readySandboxOf(ctx, k.PodUID()) }
+
+// readySandboxOf is the id of a ready sandbox of the pod uid, or "".
+func (k *scenario) readySandboxOf(ctx context.Context, uid string) string {
 	boxes, err := rt.CRI().ListPodSandboxes(ctx)
 	if err != nil {
 		return ""
 	}
 	for _, b := range boxes {
-		if b.GetMetadata().GetUid() == k.PodUID() && b.GetState() == runtimeapi.PodSandboxState_SANDBOX_READY {
+		if b.GetMetadata().GetUid() == uid && b.GetState() == runtimeapi.PodSandboxState_SANDBOX_READY {
 			return b.GetId()
 		}
 	}

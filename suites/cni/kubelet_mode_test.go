@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	"github.com/onsi/ginkgo/v2/types"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/cnifault/cnifault/cniconf"
 	"github.com/cnifault/cnifault/fixtures/cli"
@@ -49,13 +52,31 @@ const (
 	// NetworkReady=false (a CRI-O that was ready once still says true).
 	kubeletNoNetwork
 	// kubeletLateConfig: the runtime starts with its conf dir empty, as a
-	// node boots before its CNI DaemonSet; the pod appears, then the
-	// config does, and the pod must start before it is deleted.
+	// node boots before its CNI DaemonSet (or, with breaks, its network
+	// broken: STATUS failing); the pod appears, then the config does (or
+	// clears ends the fault), and the pod must start before it is
+	// deleted.
 	kubeletLateConfig
 	// kubeletReboot: the pods run on a healthy network when the node
 	// reboots under them, kubelet with it; once the runtime and kubelet
 	// are up again and every pod runs again, the pods are deleted.
 	kubeletReboot
+	// kubeletHostNetwork: a host-network pod (a CNI's own DaemonSet pod)
+	// appears once the network broke (breaks); kubelet admits it while
+	// NetworkReady is false, and it must start within kubelet's deadline
+	// before it is deleted. With besideHang the break is a plain pod whose
+	// ADD hangs, and the host-network pod must start while it hangs.
+	kubeletHostNetwork
+	// kubeletAcrossRestart: the pod runs on a healthy network when the
+	// runtime is killed and restarted under it; then its container is
+	// killed, and kubelet's next sync makes a new container in the pod (or,
+	// where the pod changed for kubelet, a new sandbox) before it is
+	// deleted.
+	kubeletAcrossRestart
+	// kubeletBesideHang: a pod's ADD hangs (faults); the case's rewrite
+	// changes the conf dir as a CNI agent does; then a second pod appears
+	// and must start while the ADD still hangs, before both are deleted.
+	kubeletBesideHang
 )
 
 // kubeletCase is a covered scenario's fault for its kubelet run: data, as
@@ -76,9 +97,11 @@ type kubeletCase struct {
 	chain func(k *scenario) (cniconf.NetworkList, error)
 	// breaks and clears, where set, break a live pod's network and end the
 	// fault (a teardown whose fault is not cni-fault's: an emptied conf
-	// dir, a removed plugin binary); breaks registers how the fault is
-	// seen to fire. Else faults is written into the faults file, its
-	// verb's journal entry is the check, and clearing empties the file.
+	// dir, a removed plugin binary, STATUS failing); breaks registers how
+	// the fault is seen to fire. Else faults is written into the faults
+	// file, its verb's journal entry is the check, and clearing empties
+	// the file. For kubeletNoNetwork and kubeletHostNetwork, breaks breaks
+	// the healthy network before the pod appears.
 	breaks, clears func(ctx SpecContext, k *scenario) error
 	// restart, where set, restarts the runtime between kubelet's first
 	// failed Stop of a teardown and its next.
@@ -113,6 +136,18 @@ type kubeletCase struct {
 	// The kubelet runs with kubeletHangRequestTimeout, so that each hung
 	// call ends at its deadline within a bound a pod meets.
 	hang bool
+	// holder, for kubeletFirstAttempt: a healthy pod (pod 1) appears first
+	// and must start, holding what the fault needs held (dual-stack-
+	// partial's IPv6 range's only address); then the pod under test
+	// (pod 0) appears. Both are deleted together.
+	holder bool
+	// besideHang, for kubeletHostNetwork: a plain pod (pod 0) appears
+	// first and its ADD hangs (faults); the host-network pod (pod
+	// hostNetworkPod) appears once it hangs.
+	besideHang bool
+	// rewrite, for kubeletBesideHang, changes the conf dir once the first
+	// pod's ADD hangs, and waits until the runtime has met the write.
+	rewrite func(ctx SpecContext, k *scenario) error
 	// boot restarts a managed runtime with its conf dir empty before a
 	// late config's pods appear, as a node boots (a CRI-O that never was
 	// ready holds RunPodSandbox until a network loads).
@@ -169,6 +204,29 @@ var kubeletCases = map[string]kubeletCase{}
 func KubeletScenario(id string, kc kubeletCase) Labels {
 	kubeletCases[id] = kc
 	return Label(verdict.ScenarioLabel(id), report.LabelKubeletMode)
+}
+
+// kubeletTwins are the covered scenarios that run their plain twin's case
+// on a pod of another shape (a user namespace), by scenario id: the twin's
+// case is read when the run starts, whichever file registered it first.
+var kubeletTwins = map[string]string{}
+
+// KubeletTwin labels a spec with its scenario id and marks it covered by
+// kubelet mode with twin's case: the same fault, the pod's shape in its
+// manifest.
+func KubeletTwin(id, twin string) Labels {
+	kubeletTwins[id] = twin
+	return Label(verdict.ScenarioLabel(id), report.LabelKubeletMode)
+}
+
+// kubeletCaseOf is the kubelet case of the scenario id, its twin's where
+// it has one.
+func kubeletCaseOf(id string) (kubeletCase, bool) {
+	if twin, ok := kubeletTwins[id]; ok {
+		id = twin
+	}
+	kc, ok := kubeletCases[id]
+	return kc, ok
 }
 
 // Kubelet mode's bounds, each a real pod's.
@@ -236,7 +294,7 @@ func registerKubeletRun(sc *scenario) {
 	if !tc.Kubelet {
 		return
 	}
-	kc, ok := kubeletCases[sc.ID]
+	kc, ok := kubeletCaseOf(sc.ID)
 	if !ok {
 		return
 	}
@@ -280,11 +338,37 @@ func (sc *scenario) underKubelet(ctx SpecContext, kc kubeletCase) *report.Kubele
 		scn.ScenarioNames{RunID: runID, Process: process(), Seq: scenarioSeq, ID: sc.ID, SubnetOctet: subnetOctet},
 		sc.Description)}
 	run.Pod = k.PodUID()
+	// The plain run's pod shape: a hostPort pod's chain holds portmap
+	// writing through the same backend, and its manifest the hostPort;
+	// a user-namespaced pod's manifest says hostUsers: false, and kubelet
+	// picks its ids (k.Shape's mapping only marks the shape).
+	if p := sc.Portmap(); p != nil {
+		k.UsePortmap(p.Backend)
+	}
+	if kc.family == kubeletHostNetwork && !kc.besideHang {
+		k.Shape = k.Shape.With(scn.HostNetworkShape())
+	}
+	// shapeOf is the shape of the kubelet's pod i: the scenario's, but for
+	// the host-network pod beside a hung ADD.
+	shapeOf := func(i int) scn.Shape {
+		if kc.besideHang && i == hostNetworkPod {
+			return k.Shape.With(scn.HostNetworkShape())
+		}
+		return k.Shape
+	}
+	if sc.Shape.UserNS != nil {
+		k.Shape = k.Shape.With(scn.UserNSShape(k.Names))
+	}
+	run.Shape = kubeletShape(k.Shape)
 	switch {
 	case kc.storm:
 		k.Pods, run.Pods = tc.StormPods, tc.StormPods
 	case kc.family == kubeletReboot:
 		k.Pods, run.Pods = rebootPods, rebootPods
+	case kc.besideHang || kc.family == kubeletBesideHang:
+		k.Pods = hostNetworkPod + 1
+	case kc.holder:
+		k.Pods = 2
 	}
 	defer k.restore(ctx)
 	if err := k.Prepare(); err != nil {
@@ -342,13 +426,24 @@ func (sc *scenario) underKubelet(ctx SpecContext, kc kubeletCase) *report.Kubele
 		if i > 0 {
 			name = fmt.Sprintf("%s-%d", sc.ID, i)
 		}
-		pods = append(pods, kubelet.Pod{Name: name, Namespace: scn.PodNamespace(runID), UID: uid,
-			Labels: map[string]string{runtimes.RunIDLabel: runID, "cnifault.io/scenario": sc.ID}})
+		pods = append(pods, shapedPod(kubelet.Pod{Name: name, Namespace: scn.PodNamespace(runID), UID: uid,
+			Labels: map[string]string{runtimes.RunIDLabel: runID, "cnifault.io/scenario": sc.ID}}, shapeOf(i)))
 	}
 	k.RunStarted = time.Now()
-	for _, pod := range pods {
-		if err := kl.AddStaticPod(pod); err != nil {
-			run.Error = "writing the static pod's manifest: " + err.Error()
+	added := map[string]bool{}
+	addPod := func(p kubelet.Pod) error {
+		if err := kl.AddStaticPod(p); err != nil {
+			return fmt.Errorf("writing the static pod's manifest: %w", err)
+		}
+		added[p.Name] = true
+		return nil
+	}
+	for i, pod := range pods {
+		if (kc.besideHang || kc.family == kubeletBesideHang) && i == hostNetworkPod || kc.holder && i == 0 {
+			continue // the drive adds it once the other pod is as it needs
+		}
+		if err := addPod(pod); err != nil {
+			run.Error = err.Error()
 			return run
 		}
 	}
@@ -359,7 +454,9 @@ func (sc *scenario) underKubelet(ctx SpecContext, kc kubeletCase) *report.Kubele
 		deleted = true
 		var errs []error
 		for _, pod := range pods {
-			errs = append(errs, kl.RemoveStaticPod(pod.Name))
+			if added[pod.Name] {
+				errs = append(errs, kl.RemoveStaticPod(pod.Name))
+			}
 		}
 		return errors.Join(errs...)
 	}
@@ -370,17 +467,35 @@ func (sc *scenario) underKubelet(ctx SpecContext, kc kubeletCase) *report.Kubele
 	case kubeletNoNetwork:
 		err = k.driveNoNetwork(ctx, calls, deletePod)
 	case kubeletLateConfig:
-		err = k.driveLateConfig(ctx, run, calls, deletePod)
+		err = k.driveLateConfig(ctx, kc, run, calls, deletePod)
 	case kubeletReboot:
 		err = k.driveReboot(ctx, kl, run, calls, deletePod)
+	case kubeletAcrossRestart:
+		err = k.driveAcrossRestart(ctx, run, calls, deletePod)
+	case kubeletBesideHang:
+		err = k.driveBesideHang(ctx, kc, run, calls, func() error { return addPod(pods[hostNetworkPod]) }, deletePod)
+	case kubeletHostNetwork:
+		if kc.besideHang {
+			err = k.driveBesideHang(ctx, kc, run, calls, func() error { return addPod(pods[hostNetworkPod]) }, deletePod)
+			break
+		}
+		err = k.driveHostNetwork(ctx, run, calls, deletePod)
 	case kubeletFirstAttempt:
+		if kc.holder {
+			if err = k.startHolder(ctx, calls, func() error { return addPod(pods[0]) }); err != nil {
+				break
+			}
+		}
 		if kc.storm {
 			err = k.driveStorm(ctx, kc, run, calls, deletePod)
 			break
 		}
-		err = k.driveFailedStart(ctx, kc, calls, deletePod)
+		err = k.driveFailedStart(ctx, kc, run, calls, deletePod)
 	default:
-		err = k.driveFailedStart(ctx, kc, calls, deletePod)
+		err = k.driveFailedStart(ctx, kc, run, calls, deletePod)
+	}
+	if err == nil {
+		err = askedShape(run, func(uid string) scn.Shape { return shapeOf(slices.Index(k.PodUIDs(), uid)) }, calls())
 	}
 	if err != nil {
 		run.Error = err.Error()
@@ -393,4 +508,74 @@ func (sc *scenario) underKubelet(ctx SpecContext, kc kubeletCase) *report.Kubele
 	k.settleUnderKubelet(ctx, run, calls)
 	fillCalls(run, calls())
 	return run
+}
+
+// shapedPod is p with the shape s in its manifest, as a user writes it:
+// each hostPort a container port (kubelet sends it to the runtime as the
+// sandbox's port mapping), hostNetwork, and hostUsers: false for a user
+// namespace (kubelet picks the ids itself).
+func shapedPod(p kubelet.Pod, s scn.Shape) kubelet.Pod {
+	for _, m := range s.HostPorts {
+		p.Ports = append(p.Ports, corev1.ContainerPort{ContainerPort: m.GetContainerPort(), HostPort: m.GetHostPort(),
+			HostIP: m.GetHostIp(), Protocol: corev1.Protocol(m.GetProtocol().String())})
+	}
+	p.HostNetwork = s.HostNetwork
+	p.NoHostUsers = s.UserNS != nil
+	return p
+}
+
+// kubeletShape names the kubelet pod's shape as its manifest asks for it,
+// "" for a plain pod: as the plain run names it (criproxy.ShapeOf), but
+// for a user namespace, whose ids kubelet picks.
+func kubeletShape(s scn.Shape) string {
+	userns := s.UserNS != nil
+	s.UserNS = nil
+	var parts []string
+	if n := s.String(); n != "plain" {
+		parts = append(parts, n)
+	}
+	if userns {
+		parts = append(parts, "userns (hostUsers: false)")
+	}
+	return strings.Join(parts, ", ")
+}
+
+// askedShape records in run the shape kubelet asked of the pod (its
+// RunPodSandbox calls, as the proxy decoded them) and says where a call
+// asked for another than the manifest's: a kubelet that dropped the
+// hostPort, the host's network or the user namespace would run another
+// scenario than the plain run's, and its run is not judged.
+func askedShape(run *report.KubeletRun, shapeOf func(uid string) scn.Shape, calls []criproxy.Call) error {
+	shaped := false
+	for _, c := range calls {
+		if c.Method != "RunPodSandbox" {
+			continue
+		}
+		want := shapeOf(c.Pod.UID)
+		manifest, userns := kubeletShape(want), want.UserNS != nil
+		want.UserNS = nil
+		fixed := want.String()
+		if fixed == "plain" {
+			fixed = ""
+		}
+		if c.Shape != "" && !shaped {
+			// The run's shape is its shaped pod's (the host-network pod
+			// beside a plain one's too): the first one kubelet asked for.
+			run.Shape, shaped = c.Shape, true
+		}
+		var parts []string
+		asked := false
+		for _, p := range strings.Split(c.Shape, ", ") {
+			if strings.HasPrefix(p, "userns ") {
+				asked = true
+			} else if p != "" {
+				parts = append(parts, p)
+			}
+		}
+		if strings.Join(parts, ", ") != fixed || asked != userns {
+			return fmt.Errorf("kubelet's RunPodSandbox for the pod (attempt %d) asked for %q, not the manifest's %q",
+				c.Pod.Attempt, c.Shape, manifest)
+		}
+	}
+	return nil
 }

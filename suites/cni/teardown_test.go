@@ -165,10 +165,7 @@ var _ = Describe("A live pod's teardown", func() {
 
 	When("the CNI config dir is emptied after the pod started", KubeletScenario("teardown-no-cni-config", kubeletCase{
 		family: kubeletTeardown,
-		breaks: func(ctx SpecContext, k *scenario) error {
-			k.ExpectNoNetwork()
-			return k.emptyConfDirQuietly(ctx)
-		},
+		breaks: breakByEmptyConfDir,
 		clears: func(ctx SpecContext, k *scenario) error {
 			return k.installListQuietly(ctx, cniconf.NewList(k.Network.Name, k.Network.BridgePlugin(), k.Fault()))
 		},

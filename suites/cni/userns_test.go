@@ -114,7 +114,7 @@ var _ = Describe("RunPodSandbox for a user-namespaced pod", func() {
 		sc.useUserNS(ctx)
 	}
 
-	When("the CNI config dir is empty", Scenario("userns-no-cni-config"), usernsLabels("fault:config"), func() {
+	When("the CNI config dir is empty", KubeletTwin("userns-no-cni-config", "no-cni-config"), usernsLabels("fault:config"), func() {
 		BeforeEach(func(ctx SpecContext) {
 			begin(ctx)
 			By("emptying the CNI config dir until the runtime has no usable network")
@@ -123,7 +123,7 @@ var _ = Describe("RunPodSandbox for a user-namespaced pod", func() {
 		itFailsAndLeavesNothingWithin(current, mayBlockDeadline)
 	})
 
-	When("the first plugin returns a CNI error on ADD", Scenario("userns-add-error"), usernsLabels("fault:add"), func() {
+	When("the first plugin returns a CNI error on ADD", KubeletTwin("userns-add-error", "add-error"), usernsLabels("fault:add"), func() {
 		BeforeEach(func(ctx SpecContext) {
 			begin(ctx)
 			By("installing cni-fault (ADD: error 7) before bridge")
@@ -133,7 +133,7 @@ var _ = Describe("RunPodSandbox for a user-namespaced pod", func() {
 		itFailsAndLeavesNothing(current)
 	})
 
-	When("a plugin dies by a signal during ADD after bridge allocated", Scenario("userns-add-crash"), usernsLabels("fault:add"), func() {
+	When("a plugin dies by a signal during ADD after bridge allocated", KubeletTwin("userns-add-crash", "add-crash"), usernsLabels("fault:add"), func() {
 		BeforeEach(func(ctx SpecContext) {
 			begin(ctx)
 			By("installing bridge, then cni-fault (ADD: SIGKILL itself)")
@@ -142,7 +142,7 @@ var _ = Describe("RunPodSandbox for a user-namespaced pod", func() {
 		itFailsAndLeavesNothing(current)
 	})
 
-	When("ADD hangs past the client's deadline", Scenario("userns-add-hang-deadline"), usernsLabels("fault:hang"), func() {
+	When("ADD hangs past the client's deadline", KubeletTwin("userns-add-hang-deadline", "add-hang-deadline"), usernsLabels("fault:hang"), func() {
 		BeforeEach(func(ctx SpecContext) {
 			begin(ctx)
 			By("installing bridge, then cni-fault (ADD: hang once, then pass)")
@@ -151,7 +151,7 @@ var _ = Describe("RunPodSandbox for a user-namespaced pod", func() {
 		itLeavesNothingPastTheHang(current)
 	})
 
-	When("a later plugin fails ADD and its DEL fails too", Scenario("userns-partial-add-del-fails"), usernsLabels("fault:partial"), func() {
+	When("a later plugin fails ADD and its DEL fails too", KubeletTwin("userns-partial-add-del-fails", "partial-add-del-fails"), usernsLabels("fault:partial"), func() {
 		BeforeEach(func(ctx SpecContext) {
 			begin(ctx)
 			By("installing bridge, then cni-fault (ADD: error, DEL: error)")
@@ -162,7 +162,7 @@ var _ = Describe("RunPodSandbox for a user-namespaced pod", func() {
 		itFailsAndLeavesNothing(current)
 	})
 
-	When("the runtime is killed while ADD is in progress", Scenario("userns-runtime-killed-mid-add"),
+	When("the runtime is killed while ADD is in progress", KubeletTwin("userns-runtime-killed-mid-add", "runtime-killed-mid-add"),
 		usernsLabels("fault:crash", report.LabelManagedOnly, "kubelet:runtime-restart"), func() {
 			var ctl runtimes.Controllable
 			BeforeEach(func(ctx SpecContext) {
@@ -174,7 +174,7 @@ var _ = Describe("RunPodSandbox for a user-namespaced pod", func() {
 			itLeavesNothingOnceRestarted(current, func() runtimes.Controllable { return ctl })
 		})
 
-	When("an NRI plugin rejects the pod after its network is up", Scenario("userns-nri-rejects-run"),
+	When("an NRI plugin rejects the pod after its network is up", KubeletTwin("userns-nri-rejects-run", "nri-rejects-run"),
 		usernsLabels("fault:nri", report.LabelManagedOnly, report.NeedsLabel(report.NeedNRI)), func() {
 			BeforeEach(func(ctx SpecContext) {
 				begin(ctx)
@@ -200,7 +200,7 @@ var _ = Describe("A user-namespaced pod", func() {
 		restarted bool
 	)
 
-	When("the runtime is killed and restarted under it", Scenario("userns-runtime-restart"),
+	When("the runtime is killed and restarted under it", KubeletScenario("userns-runtime-restart", kubeletCase{family: kubeletAcrossRestart}),
 		usernsLabels("fault:restart", report.LabelManagedOnly, "kubelet:pod-across-restart"), func() {
 			BeforeEach(func(ctx SpecContext) {
 				ctl = controllable()
@@ -235,6 +235,8 @@ var _ = Describe("A user-namespaced pod", func() {
 				after := sc.podState(ctx, id)
 				second, secondMap, secondErr := sc.startUserNSContainer(ctx, id, "after-restart")
 
+				sc.PodAcrossRestart = acrossRestart(before, after, secondErr, secondMap, want)
+
 				By("stopping and removing the pod, as kubelet does")
 				stopErr := rt.CRI().StopPodSandbox(ctx, id)
 				removeErr := rt.CRI().RemovePodSandbox(ctx, id)
@@ -254,6 +256,23 @@ var _ = Describe("A user-namespaced pod", func() {
 			}, SpecTimeout(scenarioTimeout+runtimeRecoverTimeout))
 		})
 })
+
+// acrossRestart classifies what the restarted runtime made of the pod
+// (report.Scenario.PodAcrossRestart), as kubelet would meet it: lost, no
+// address, or kept, its next container mapped as the pod or not.
+func acrossRestart(before, after podState, containerErr error, containerMap scn.IDMap, want *runtimeapi.IDMapping) string {
+	switch {
+	case after.err != nil || after.state != runtimeapi.PodSandboxState_SANDBOX_READY:
+		return report.PodAcrossLost
+	case after.ip == "" && before.ip != "":
+		return report.PodAcrossAddressLost
+	case containerErr != nil:
+		return report.PodAcrossContainerFailed
+	case !containerMap.Is(want):
+		return report.PodAcrossContainerUnmapped
+	}
+	return report.PodAcrossKept
+}
 
 // podState is what the runtime and the kernel say of a live pod.
 type podState struct {
