@@ -288,6 +288,14 @@ func (k *scenario) driveAcrossRestart(ctx SpecContext, run *report.KubeletRun, c
 		sandbox, ctr = k.readySandbox(ctx), startedContainer(calls(), time.Time{})
 		return sandbox != "" && ctr != ""
 	}) {
+		if why := k.refusedUserNS(ctx, calls()); why != "" {
+			run.Why = why
+			return deletePod()
+		}
+		if c, ok := lastFailed(calls(), "CreateContainer"); ok {
+			return fmt.Errorf("the kubelet's pod started on the healthy network, but its container did not within %s: kubelet's CreateContainer failed: %s (kubelet's calls: %s)",
+				kubeletStartBound, c.Message, criproxy.Summary(calls()))
+		}
 		return fmt.Errorf("the kubelet's pod and its container did not start on the healthy network within %s (kubelet's calls: %s)",
 			kubeletStartBound, criproxy.Summary(calls()))
 	}
@@ -468,6 +476,10 @@ func (k *scenario) driveFailedStart(ctx SpecContext, kc kubeletCase, run *report
 		if why := k.refusedUserNS(ctx, calls()); why != "" {
 			run.Why = why
 			return deletePod()
+		}
+		if c, ok := lastFailed(calls(), "CreateContainer"); ok {
+			return fmt.Errorf("the kubelet's pod started on the healthy network, but its container did not within %s: kubelet's CreateContainer failed: %s (kubelet's calls: %s)",
+				kubeletStartBound, c.Message, criproxy.Summary(calls()))
 		}
 		return fmt.Errorf("the fault never fired for the kubelet's pod within %s (%s; kubelet's calls: %s)",
 			kubeletStartBound, k.Expectations(), criproxy.Summary(calls()))
