@@ -148,7 +148,7 @@ var _ = Describe("RunPodSandbox for a host-network pod", func() {
 		})
 
 	When("another pod's ADD hangs", KubeletScenario("hostnetwork-beside-hung-add", kubeletCase{
-		family: kubeletHostNetwork, besideHang: true, verb: cniconf.VerbAdd,
+		family: kubeletBesideHang, hostNetwork: true, verb: cniconf.VerbAdd,
 		faults: func(k *scenario) cniconf.Fault {
 			return k.Fault().On(cniconf.VerbAdd, cniconf.Hang().Times(1), cniconf.Pass())
 		},

@@ -64,8 +64,7 @@ const (
 	// kubeletHostNetwork: a host-network pod (a CNI's own DaemonSet pod)
 	// appears once the network broke (breaks); kubelet admits it while
 	// NetworkReady is false, and it must start within kubelet's deadline
-	// before it is deleted. With besideHang the break is a plain pod whose
-	// ADD hangs, and the host-network pod must start while it hangs.
+	// before it is deleted.
 	kubeletHostNetwork
 	// kubeletAcrossRestart: the pod runs on a healthy network when the
 	// runtime is killed and restarted under it; then its container is
@@ -73,9 +72,10 @@ const (
 	// where the pod changed for kubelet, a new sandbox) before it is
 	// deleted.
 	kubeletAcrossRestart
-	// kubeletBesideHang: a pod's ADD hangs (faults); the case's rewrite
-	// changes the conf dir as a CNI agent does; then a second pod appears
-	// and must start while the ADD still hangs, before both are deleted.
+	// kubeletBesideHang: a pod's ADD hangs (faults); the case's rewrite,
+	// where set, changes the conf dir as a CNI agent does; then a second
+	// pod (on the host's network, with hostNetwork) appears and must start
+	// while the ADD still hangs, before both are deleted.
 	kubeletBesideHang
 )
 
@@ -141,10 +141,9 @@ type kubeletCase struct {
 	// partial's IPv6 range's only address); then the pod under test
 	// (pod 0) appears. Both are deleted together.
 	holder bool
-	// besideHang, for kubeletHostNetwork: a plain pod (pod 0) appears
-	// first and its ADD hangs (faults); the host-network pod (pod
-	// hostNetworkPod) appears once it hangs.
-	besideHang bool
+	// hostNetwork, for kubeletBesideHang: the second pod (pod
+	// hostNetworkPod) runs on the host's network.
+	hostNetwork bool
 	// rewrite, for kubeletBesideHang, changes the conf dir once the first
 	// pod's ADD hangs, and waits until the runtime has met the write.
 	rewrite func(ctx SpecContext, k *scenario) error
@@ -345,13 +344,13 @@ func (sc *scenario) underKubelet(ctx SpecContext, kc kubeletCase) *report.Kubele
 	if p := sc.Portmap(); p != nil {
 		k.UsePortmap(p.Backend)
 	}
-	if kc.family == kubeletHostNetwork && !kc.besideHang {
+	if kc.family == kubeletHostNetwork {
 		k.Shape = k.Shape.With(scn.HostNetworkShape())
 	}
 	// shapeOf is the shape of the kubelet's pod i: the scenario's, but for
 	// the host-network pod beside a hung ADD.
 	shapeOf := func(i int) scn.Shape {
-		if kc.besideHang && i == hostNetworkPod {
+		if kc.hostNetwork && i == hostNetworkPod {
 			return k.Shape.With(scn.HostNetworkShape())
 		}
 		return k.Shape
@@ -365,7 +364,7 @@ func (sc *scenario) underKubelet(ctx SpecContext, kc kubeletCase) *report.Kubele
 		k.Pods, run.Pods = tc.StormPods, tc.StormPods
 	case kc.family == kubeletReboot:
 		k.Pods, run.Pods = rebootPods, rebootPods
-	case kc.besideHang || kc.family == kubeletBesideHang:
+	case kc.family == kubeletBesideHang:
 		k.Pods = hostNetworkPod + 1
 	case kc.holder:
 		k.Pods = 2
@@ -439,7 +438,7 @@ func (sc *scenario) underKubelet(ctx SpecContext, kc kubeletCase) *report.Kubele
 		return nil
 	}
 	for i, pod := range pods {
-		if (kc.besideHang || kc.family == kubeletBesideHang) && i == hostNetworkPod || kc.holder && i == 0 {
+		if kc.family == kubeletBesideHang && i == hostNetworkPod || kc.holder && i == 0 {
 			continue // the drive adds it once the other pod is as it needs
 		}
 		if err := addPod(pod); err != nil {
@@ -475,10 +474,6 @@ func (sc *scenario) underKubelet(ctx SpecContext, kc kubeletCase) *report.Kubele
 	case kubeletBesideHang:
 		err = k.driveBesideHang(ctx, kc, run, calls, func() error { return addPod(pods[hostNetworkPod]) }, deletePod)
 	case kubeletHostNetwork:
-		if kc.besideHang {
-			err = k.driveBesideHang(ctx, kc, run, calls, func() error { return addPod(pods[hostNetworkPod]) }, deletePod)
-			break
-		}
 		err = k.driveHostNetwork(ctx, run, calls, deletePod)
 	case kubeletFirstAttempt:
 		if kc.holder {
