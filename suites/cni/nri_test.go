@@ -73,7 +73,13 @@ var _ = Describe("RunPodSandbox", func() {
 	})
 
 	When("an NRI plugin rejects the same pod several times, then allows it, and the runtime restarts",
-		Scenario("nri-rejects-run-then-restart"), Label("fault:nri", report.LabelManagedOnly, report.NeedsLabel(report.NeedNRI), "kubelet:retry-restart"), func() {
+		KubeletScenario("nri-rejects-run-then-restart", kubeletCase{
+			family: kubeletRetryRestart,
+			arms: func(_ SpecContext, k *scenario) error {
+				return k.SetNRIFault(cniconf.NRIRunPodSandbox,
+					cniconf.Fail(0, "cnifault: injected NRI RunPodSandbox rejection").Times(nriRejections))
+			},
+		}), Label("fault:nri", report.LabelManagedOnly, report.NeedsLabel(report.NeedNRI), "kubelet:retry-restart"), func() {
 			var ctl runtimes.Controllable
 			BeforeEach(func(ctx SpecContext) {
 				var ok bool
@@ -102,6 +108,11 @@ var _ = Describe("RunPodSandbox", func() {
 
 				By("running it once more, allowed")
 				id, err := sc.RunSandboxE(ctx)
+				started := err == nil
+				sc.AllowedStarted = &started
+				if err != nil {
+					sc.AllowedError = err.Error()
+				}
 				contract.Expect(err).NotTo(HaveOccurred(), "the pod did not start once NRI allowed it")
 
 				By("killing the runtime by its PID and starting it again")
@@ -109,6 +120,8 @@ var _ = Describe("RunPodSandbox", func() {
 				Expect(ctl.Crash(ctx)).To(Succeed())
 				logFrom := rt.LogSize()
 				err = ctl.Restart(ctx)
+				back := err == nil || ctl.Running()
+				sc.RuntimeBack = &back
 				if err != nil && !ctl.Running() {
 					contract.Expect(err).NotTo(HaveOccurred(), "the runtime did not come back after a restart; its last log line: %s",
 						lastLine(rt.LogSince(logFrom)))

@@ -47,7 +47,8 @@ func registerProgress() {
 }
 
 // Longest first: every scenario's node gets the priority its labels'
-// expected time gives it (cli.ExpectedSeconds), so that the long ones
+// expected time gives it (cli.ExpectedSeconds; in kubelet mode with its
+// kubelet run's, kubeletCase.expectedSeconds), so that the long ones
 // never start last, in one process or in a parallel run's, where each
 // process takes the longest scenario nobody has when it is free. A
 // transformer of Ginkgo's tree construction, so that a scenario's
@@ -66,6 +67,12 @@ func init() {
 		if verdict.ScenarioID(labels) == "" || !nodeType.Is(types.NodeTypeContainer|types.NodeTypeIt) {
 			return text, args, nil
 		}
-		return text, append(args, SpecPriority(int(cli.ExpectedSeconds(verdict.OtherLabels(labels))*10))), nil
+		seconds := cli.ExpectedSeconds(verdict.OtherLabels(labels))
+		if tc.Kubelet {
+			if kc, ok := kubeletCaseOf(verdict.ScenarioID(labels)); ok {
+				seconds += kc.expectedSeconds()
+			}
+		}
+		return text, append(args, SpecPriority(int(seconds*10))), nil
 	})
 }

@@ -40,6 +40,10 @@ func readTunables() map[string]string {
 // userns-runtime-restart for the user-namespaced twins, late-cni-config
 // and the other storms for storm-no-cni-config, hostnetwork-no-cni-config
 // and status-not-ready for hostnetwork-status-not-ready).
+// retryRestart is the scenario whose kubelet run may meet containerd's
+// rollback race (hack/known-failures.yaml).
+const retryRestart = "nri-rejects-run-then-restart"
+
 var leftToKubeletCheck = []string{
 	"add-exit-no-output", "add-garbage-result",
 	"hostport-partial-add-del-fails-nft", "hostport-runtime-killed-mid-add", "hostport-runtime-killed-mid-add-nft", "hostport-teardown-del-error-nft",
@@ -96,22 +100,28 @@ var _ = Describe("Kubelet mode", Label("kubelet"), func() {
 			"hostnetwork-beside-hung-add", "status-not-ready", "status-not-ready-teardown", "status-recovers",
 			"userns-no-cni-config", "userns-add-error", "userns-add-crash", "userns-add-hang-deadline", "userns-partial-add-del-fails",
 			"userns-runtime-killed-mid-add", "userns-nri-rejects-run", "userns-runtime-restart", "dual-stack-partial",
-			"config-change-during-hung-add"))
+			"config-change-during-hung-add", retryRestart))
 
 		outcomes := map[string]string{}
 		for _, id := range ran {
 			k := r.Report.Scenario(id).KubeletRun
 			Expect(k).NotTo(BeNil(), "%s has no kubelet run", id)
 			Expect(k.Error).To(BeEmpty(), "%s: kubelet run not judged", id)
-			if k.Outcome == report.KubeletNeverAttempted {
+			switch {
+			case k.Outcome == report.KubeletNeverAttempted:
 				Expect(k.Model).To(Equal(verdict.NotComparedNeverAttempted), id)
-			} else {
+			case strings.HasPrefix(k.Model, verdict.NotComparedRaceFellDifferently):
+				// containerd's rollback race (PR 12400), the known
+				// failure's: each rejection loses it now and then, in
+				// either run.
+				Expect(id).To(Equal(retryRestart), "%s: %s", id, k.Model)
+			default:
 				Expect(k.Agrees).NotTo(BeNil(), id)
 				Expect(*k.Agrees).To(BeTrue(), "%s: %s", id, k.Disagreement)
 			}
 			outcomes[id] = k.WhileFaulted + "/" + k.Outcome
 		}
-		Expect(outcomes).To(Equal(map[string]string{
+		want := map[string]string{
 			"add-error":                       "/" + report.KubeletRemoved,
 			"add-crash":                       "/" + report.KubeletRemoved,
 			"partial-add":                     "/" + report.KubeletRemoved,
@@ -187,7 +197,20 @@ var _ = Describe("Kubelet mode", Label("kubelet"), func() {
 			"status-not-ready-teardown": report.KubeletRemoved + "/" + report.KubeletRemoved,
 			// Once STATUS passes, NetworkReady comes back and the pod starts.
 			"status-recovers": "/" + report.KubeletRemoved,
-		}))
+			// Rejected three times, kubelet's fourth attempt starts the
+			// pod; the restarted containerd keeps it, and its deletion
+			// leaves nothing.
+			retryRestart: "/" + report.KubeletRemoved,
+		}
+		if k := r.Report.Scenario(retryRestart).KubeletRun; k.AllowedError != "" {
+			// The race fell to its other side under kubelet: the pod's
+			// name was still reserved, and what kubelet then made of a
+			// pod that never started is not what this pins.
+			Expect(k.AllowedError).To(ContainSubstring("failed to reserve sandbox name"), retryRestart)
+			delete(want, retryRestart)
+			delete(outcomes, retryRestart)
+		}
+		Expect(outcomes).To(Equal(want))
 		Expect(r.Report.Scenario("config-change-during-hung-add").KubeletRun.Started).To(BeZero(),
 			"config-change-during-hung-add: kubelet's second pod was held behind the hung ADD on containerd 2.4")
 		Expect(r.Report.Scenario("userns-runtime-restart").KubeletRun.AcrossRestart).To(Equal(report.PodAcrossKept),
