@@ -68,9 +68,11 @@ var _ = Describe("Kubelet mode", Label("kubelet"), func() {
 		// Sixteen processes, the most --procs takes: a kubelet run mostly
 		// waits on kubelet (its retries, its GC, a teardown's minute with
 		// the fault in place, a hung call's deadline), so the run is about
-		// as long as its scenarios' sum over the processes. All 53 covered
-		// took 5m40s on an idle node; make test runs the ones below
-		// (leftToKubeletCheck aside), and make kubelet-check all of them.
+		// as long as its scenarios' sum over the processes, once the
+		// longest start first (their kubelet runs' expected time orders
+		// them). All 53 covered took 5m40s on an idle node, before that
+		// ordering; make test runs the ones below (leftToKubeletCheck
+		// aside: 40, 4m06s idle), and make kubelet-check all 54.
 		var skip []string
 		for _, id := range leftToKubeletCheck {
 			skip = append(skip, "scenario:"+id)
