@@ -188,8 +188,6 @@ func (kc kubeletCase) clearFault(ctx SpecContext, k *scenario) error {
 	return err
 }
 
-// requestTimeout is the kubelet's runtime-request-timeout for the case:
-// kubeletHangRequestTimeout where a call hangs, else kubelet's default (0).
 // expectedSeconds is about how long the case's kubelet run takes, by what
 // it waits for (kubelet's backoff between attempts, a hung call's
 // deadline, a GC period while the fault persists, a restart): the kubelet
@@ -212,6 +210,8 @@ func (kc kubeletCase) expectedSeconds() float64 {
 	return 25
 }
 
+// requestTimeout is the kubelet's runtime-request-timeout for the case:
+// kubeletHangRequestTimeout where a call hangs, else kubelet's default (0).
 func (kc kubeletCase) requestTimeout() time.Duration {
 	if kc.hang {
 		return kubeletHangRequestTimeout
