@@ -76,8 +76,7 @@ var _ = Describe("RunPodSandbox", func() {
 		KubeletScenario("nri-rejects-run-then-restart", kubeletCase{
 			family: kubeletRetryRestart,
 			arms: func(_ SpecContext, k *scenario) error {
-				return k.SetNRIFault(cniconf.NRIRunPodSandbox,
-					cniconf.Fail(0, "cnifault: injected NRI RunPodSandbox rejection").Times(nriRejections))
+				return k.SetNRIFault(cniconf.NRIRunPodSandbox, rejectedThenAllowed)
 			},
 		}), Label("fault:nri", report.LabelManagedOnly, report.NeedsLabel(report.NeedNRI), "kubelet:retry-restart"), func() {
 			var ctl runtimes.Controllable
@@ -94,8 +93,7 @@ var _ = Describe("RunPodSandbox", func() {
 				sc.requireNRI(ctx)
 				By(fmt.Sprintf("installing bridge, observed by cni-fault, and an NRI fault (RunPodSandbox: reject %d times)", nriRejections))
 				sc.InstallNetwork(ctx, cniconf.NewList(sc.Network.Name, sc.Network.BridgePlugin(), sc.Fault()))
-				Expect(sc.SetNRIFault(cniconf.NRIRunPodSandbox,
-					cniconf.Fail(0, "cnifault: injected NRI RunPodSandbox rejection").Times(nriRejections))).To(Succeed())
+				Expect(sc.SetNRIFault(cniconf.NRIRunPodSandbox, rejectedThenAllowed)).To(Succeed())
 			}, NodeTimeout(scenarioSetupTimeout))
 
 			It("comes back, lists the pod once, and leaves nothing once it is removed", func(ctx SpecContext) {
@@ -153,6 +151,10 @@ var _ = Describe("RunPodSandbox", func() {
 // before it is allowed: containerd#13609 needed more than one record under
 // the pod's sandbox name for the restart to fail.
 const nriRejections = 3
+
+// rejectedThenAllowed is the restart scenario's NRI fault, in its plain
+// run and under kubelet: nriRejections rejections, then the pod allowed.
+var rejectedThenAllowed = cniconf.Fail(0, "cnifault: injected NRI RunPodSandbox rejection").Times(nriRejections)
 
 // lastLine is the last non-empty line of a log.
 func lastLine(log string) string {
