@@ -7,8 +7,6 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/cnifault/cnifault/cniconf"
-	"github.com/cnifault/cnifault/fixtures/inspect"
-	"github.com/cnifault/cnifault/fixtures/report"
 	scn "github.com/cnifault/cnifault/fixtures/scenario"
 )
 
@@ -49,7 +47,7 @@ func (sc *scenario) leaksSettle(ctx SpecContext) (left leakReport, held string) 
 		if len(left.Leaks) == 0 {
 			return true
 		}
-		held = sc.HeldByHang(hangSettleWindow, report.CountKinds(left.Leaks)[inspect.KindNetNS])
+		held = sc.HeldByHang(hangSettleWindow, left.Leaks)
 		return held != ""
 	})
 	return left, held
