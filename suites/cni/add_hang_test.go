@@ -47,7 +47,7 @@ func (sc *scenario) leaksSettle(ctx SpecContext) (left leakReport, held string) 
 		if len(left.Leaks) == 0 {
 			return true
 		}
-		held = sc.HeldByHang(hangSettleWindow, left.Leaks)
+		held = sc.HeldByHang(hangSettleWindow)
 		return held != ""
 	})
 	return left, held

@@ -151,7 +151,7 @@ func (sc *scenario) settledCounts(ctx SpecContext, settle time.Duration, want ma
 		}
 		// Nothing can go before the window ends (CRI-O's hung ADD):
 		// these are the counts it would end with.
-		if why := sc.HeldByHang(window, sc.Scenario.Leaks); why != "" {
+		if why := sc.HeldByHang(window); why != "" {
 			GinkgoWriter.Printf("counting %v now, not at the end of the %s window: %s\n", counts(), window, why)
 			return true
 		}
